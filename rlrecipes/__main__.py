@@ -1,0 +1,3 @@
+from rlrecipes.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,178 @@
+"""The `rlrecipes` command line: one subcommand per pipeline stage.
+
+Each subcommand lives in its own module and is imported only when it runs, so `rlrecipes --help`
+and `rlrecipes plan` stay fast and need neither torch nor verl. A module named in COMMANDS defines
+`<func>_arguments(parser)` (adds its options) and `<func>(args) -> int` (runs, returns the exit code).
+Modules keep heavy imports (torch, verl, transformers, datasets) inside their functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import textwrap
+
+from rlrecipes import __version__
+from rlrecipes.errors import EXIT_INVALID, RecipeError
+
+# name -> (module, function, one-line help, examples)
+COMMANDS: dict[str, tuple[str, str, str, str]] = {
+    "validate": (
+        "rlrecipes.recipe_cli", "validate",
+        "compose a recipe + profile + overrides and validate it against the pinned verl",
+        "rlrecipes validate qwen2.5-0.5b-gsm8k-ppo\n"
+        "rlrecipes validate qwen2.5-3b-gsm8k-grpo-lora --profile h100-80gb trainer.total_epochs=15",
+    ),
+    "plan": (
+        "rlrecipes.recipe_cli", "plan",
+        "print the resolved plan: image, GPUs, batch arithmetic, steps, checkpoints, launch command",
+        "rlrecipes plan qwen2.5-3b-gsm8k-grpo-lora\nrlrecipes plan qwen2.5-0.5b-gsm8k-ppo --json",
+    ),
+    "render": (
+        "rlrecipes.recipe_cli", "render",
+        "write a run directory: resolved verl config, launch script, manifest",
+        "rlrecipes render qwen2.5-0.5b-gsm8k-ppo --out runs/p40-ppo",
+    ),
+    "launchers": (
+        "rlrecipes.recipe_cli", "launchers",
+        "regenerate recipes/*.sh from the YAML recipes (--check: fail if any is stale)",
+        "rlrecipes launchers\nrlrecipes launchers --check",
+    ),
+    "recipes": (
+        "rlrecipes.recipe_cli", "list_recipes",
+        "list the shipped recipes and profiles",
+        "rlrecipes recipes",
+    ),
+    "data": (
+        "rlrecipes.data.cli", "data",
+        "prepare a dataset (GSM8K) as verl parquet files with a manifest",
+        "rlrecipes data gsm8k --out /workspace/data/gsm8k\n"
+        "rlrecipes data gsm8k --source tests/fixtures/gsm8k --template think --out out/gsm8k",
+    ),
+    "score": (
+        "rlrecipes.rewards.cli", "score",
+        "score saved generations (parquet/jsonl) with the shared GSM8K scorer",
+        "rlrecipes score lm_eval_out/samples_gsm8k.jsonl",
+    ),
+    "model": (
+        "rlrecipes.model", "model",
+        "download a recipe's base model into the models directory (honours HF_TOKEN, HF_HUB_OFFLINE)",
+        "rlrecipes model qwen2.5-3b-gsm8k-grpo-lora --models-dir /workspace/models",
+    ),
+    "preflight": (
+        "rlrecipes.preflight.cli", "preflight",
+        "check GPUs, memory, disk, shm, model, data and tracking before a launch",
+        "rlrecipes preflight qwen2.5-0.5b-gsm8k-ppo\n"
+        "rlrecipes preflight qwen2.5-3b-gsm8k-grpo-lora --gpu-inventory a100x4.json --json",
+    ),
+    "env": (
+        "rlrecipes.preflight.envinfo", "env",
+        "print the environment block a bug report needs (driver, CUDA, GPUs, versions)",
+        "rlrecipes env",
+    ),
+    "watchdog": (
+        "rlrecipes.watchdog.cli", "watchdog",
+        "keep checkpoints within a disk budget and the resume tracker valid",
+        "rlrecipes watchdog --root /workspace/checkpoints --keep-last 3 --min-free 20G",
+    ),
+    "resume-check": (
+        "rlrecipes.watchdog.cli", "resume_check",
+        "repair verl's checkpoint tracker so auto-resume continues instead of restarting at step 0",
+        "rlrecipes resume-check --root /workspace/checkpoints",
+    ),
+    "healthcheck": (
+        "rlrecipes.watchdog.cli", "healthcheck",
+        "exit 0 when the watchdog's status file is fresh and healthy (for Compose)",
+        "rlrecipes healthcheck --status /workspace/checkpoints/.watchdog/status.json",
+    ),
+    "smoke-assets": (
+        "rlrecipes.smoke.assets", "smoke_assets",
+        "build a tiny random Qwen2 model, tokenizer and GSM8K-shaped data, offline",
+        "rlrecipes smoke-assets --out /workspace/smoke",
+    ),
+    "smoke": (
+        "rlrecipes.smoke.run", "smoke",
+        "train the smoke recipes on this GPU, kill, resume, merge, and print a pass/fail table",
+        "rlrecipes smoke --assets /workspace/smoke",
+    ),
+    "merge": (
+        "rlrecipes.merge", "merge",
+        "turn a checkpoint into a Hugging Face model (LoRA fused), verified",
+        "rlrecipes merge /workspace/checkpoints/qwen2.5-3b-gsm8k-grpo-lora --out /workspace/models/merged",
+    ),
+    "eval": (
+        "rlrecipes.evaluate", "evaluate",
+        "run lm-eval GSM8K on a model (and a baseline) and print the table with deltas",
+        "rlrecipes eval /workspace/models/merged --baseline /workspace/models/Qwen2.5-3B-Instruct",
+    ),
+    "report": (
+        "rlrecipes.report", "report",
+        "plots and a one-page report from a run's logs",
+        "rlrecipes report /workspace/logs/qwen2.5-3b-gsm8k-grpo-lora --out reports/grpo",
+    ),
+    "cluster": (
+        "rlrecipes.cluster", "cluster",
+        "show the Ray cluster a launch would use (RAY_ADDRESS) and check nodes x GPUs",
+        "RAY_ADDRESS=10.0.0.1:6379 rlrecipes cluster qwen2.5-3b-gsm8k-grpo-lora",
+    ),
+    "runpod-template": (
+        "rlrecipes.runpod", "runpod_template",
+        "validate deploy/runpod/template.json and print the RunPod CLI create command",
+        "rlrecipes runpod-template",
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlrecipes",
+        description="Reproducible verl recipes: validate, plan, run and report RL post-training.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run `rlrecipes COMMAND --help` for a command's options and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"rlrecipes {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_module, _func, help_text, _examples) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
+    module_name, func_name, help_text, examples = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(
+        prog=f"rlrecipes {name}",
+        description=help_text,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n" + textwrap.indent(examples, "  "),
+    )
+    getattr(module, f"{func_name}_arguments")(parser)
+    return parser, getattr(module, func_name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = build_parser()
+    if not argv or argv[0] in ("-h", "--help"):
+        top.print_help()
+        return 0
+    if argv[0] == "--version":
+        top.parse_args(argv)
+    name = argv[0]
+    if name not in COMMANDS:
+        top.error(f"unknown command {name!r}; choose from: {', '.join(COMMANDS)}")
+    parser, run = _command_parser(name)
+    args = parser.parse_args(argv[1:])
+    try:
+        return int(run(args) or 0)
+    except RecipeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
