@@ -1,0 +1,309 @@
+"""Read verl's checkpoint layout from disk: experiments, step directories, the resume tracker.
+
+What verl writes, and in what order (the same for the two pinned versions, 0.5.0 and 0.8.0):
+
+`RayPPOTrainer._save_checkpoint` (verl/trainer/ppo/ray_trainer.py) saves, for step N under
+`trainer.default_local_dir`:
+  1. `global_step_N/actor/`  via the actor worker's `save_checkpoint`
+  2. `global_step_N/critic/` via the critic worker, only when the run has a critic
+     (0.8.0 names it `str(Role.Critic)`, which is "critic")
+  3. `global_step_N/data.pt` (the dataloader state, `torch.save`)
+  4. `latest_checkpointed_iteration.txt` containing "N" -- plain `open(..., "w")`, no fsync, so it is
+     briefly empty while being rewritten. 0.8.0 skips it entirely when
+     `actor_rollout_ref.actor.checkpoint.async_save` is set.
+
+`FSDPCheckpointManager.save_checkpoint` (verl/utils/checkpoint/fsdp_checkpoint_manager.py) writes,
+per rank R of world size W: `model_world_size_W_rank_R.pt`, `optim_world_size_W_rank_R.pt`,
+`extra_state_world_size_W_rank_R.pt` (each only when `checkpoint.save_contents` lists it; the defaults
+save all three); then rank 0 writes `huggingface/` (config, tokenizer) and `fsdp_config.json` and
+(0.8.0, LoRA) `lora_train_meta.json`; 0.5.0's `fsdp_workers.save_checkpoint` adds `lora_adapter/`
+afterwards. All `.pt` files come from `torch.save`, whose default format is a zip archive, so a
+truncated file is recognisable: its end-of-central-directory record is missing.
+
+`find_latest_ckpt_path` (verl/utils/checkpoint/checkpoint_manager.py) trusts the tracker blindly:
+missing file -> train from scratch; unparsable -> crash; step directory missing -> train from scratch.
+
+This module only reads. Decisions live in policy.py, side effects in actions.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TRACKER_NAME = "latest_checkpointed_iteration.txt"
+STEP_DIR_RE = re.compile(r"^global_step_(\d+)$")
+SHARD_RE = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
+ROLE_DIRS = ("actor", "critic")
+WATCHDOG_DIR = ".watchdog"
+# Experiments are found below the root down to this depth (verl's default_local_dir is
+# checkpoints/<project>/<experiment>, our recipes use CKPT_DIR/<recipe name>).
+MAX_DISCOVERY_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Tracker:
+    """The content of latest_checkpointed_iteration.txt as verl would read it."""
+
+    status: str  # "ok" | "missing" | "empty" | "unparsable"
+    step: int | None = None
+    raw: str = ""
+    mtime: float | None = None
+
+
+@dataclass
+class TreeStats:
+    bytes: int = 0  # allocated bytes (st_blocks * 512), what the filesystem really spends
+    files: int = 0
+    newest_mtime: float = 0.0
+
+
+@dataclass
+class StepDir:
+    path: Path
+    step: int
+    bytes: int
+    files: int
+    newest_mtime: float  # newest mtime of the directory itself or anything inside it
+    complete: bool  # structurally complete (every file verl writes is present and whole)
+    problem: str = ""  # why it is not complete
+    roles: tuple[str, ...] = ()
+
+
+@dataclass
+class Experiment:
+    path: Path
+    tracker: Tracker
+    steps: list[StepDir] = field(default_factory=list)  # ascending by step
+    symlinks: list[Path] = field(default_factory=list)  # step-like entries that are symlinks: ignored
+
+
+@dataclass
+class RootScan:
+    root: Path
+    experiments: list[Experiment]
+    root_bytes: int  # everything under the root, trash included (the quota's measure)
+    symlinks: list[Path]  # symlinks met anywhere under the root (never followed)
+    errors: list[str]
+
+
+def read_tracker(experiment: Path) -> Tracker:
+    path = experiment / TRACKER_NAME
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            return Tracker("unparsable", raw="<not a regular file>", mtime=st.st_mtime)
+        raw = path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return Tracker("missing")
+    text = raw.strip()
+    if not text:
+        return Tracker("empty", raw=raw, mtime=st.st_mtime)
+    # verl does int(f.read().decode()): int() accepts surrounding whitespace, nothing else.
+    try:
+        step = int(text)
+    except ValueError:
+        return Tracker("unparsable", raw=raw[:80], mtime=st.st_mtime)
+    if step < 0:
+        return Tracker("unparsable", raw=raw[:80], mtime=st.st_mtime)
+    return Tracker("ok", step=step, raw=raw, mtime=st.st_mtime)
+
+
+class ZipCache:
+    """Remembers whether a `.pt` file is a whole zip archive, keyed by (path, size, mtime_ns)."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._seen: dict[str, tuple[int, int, bool]] = {}
+
+    def whole(self, path: str, st: os.stat_result) -> bool:
+        if not self.enabled:
+            return True
+        hit = self._seen.get(path)
+        if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+            return hit[2]
+        try:
+            ok = zipfile.is_zipfile(path)
+        except OSError:
+            ok = False
+        self._seen[path] = (st.st_size, st.st_mtime_ns, ok)
+        return ok
+
+    def forget_under(self, prefix: str) -> None:
+        prefix = prefix.rstrip("/") + "/"
+        for key in [k for k in self._seen if k.startswith(prefix)]:
+            del self._seen[key]
+
+
+def tree_stats(path: Path, symlinks: list[Path] | None = None) -> TreeStats:
+    """Allocated size, file count and newest mtime of a directory tree; symlinks are not followed."""
+    out = TreeStats()
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return out
+    out.bytes += st.st_blocks * 512
+    out.newest_mtime = st.st_mtime
+    if not stat.S_ISDIR(st.st_mode):
+        out.files = 1
+        return out
+    stack = [str(path)]
+    while stack:
+        current = stack.pop()
+        try:
+            it = os.scandir(current)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        with it:
+            for entry in it:
+                try:
+                    est = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                out.bytes += est.st_blocks * 512
+                if est.st_mtime > out.newest_mtime:
+                    out.newest_mtime = est.st_mtime
+                if stat.S_ISDIR(est.st_mode):
+                    stack.append(entry.path)
+                else:
+                    out.files += 1
+                    if symlinks is not None and stat.S_ISLNK(est.st_mode):
+                        symlinks.append(Path(entry.path))
+    return out
+
+
+def _role_problem(role_dir: str, names: dict[str, os.stat_result], zips: ZipCache) -> str:
+    """'' when a role directory (actor/ or critic/) holds a whole FSDP checkpoint, else the reason."""
+    shards: dict[str, dict[int, set[int]]] = {}
+    for name, st in names.items():
+        m = SHARD_RE.match(name)
+        if not m:
+            continue
+        kind, world, rank = m.group(1), int(m.group(2)), int(m.group(3))
+        shards.setdefault(kind, {}).setdefault(world, set()).add(rank)
+        if not stat.S_ISREG(st.st_mode):
+            return f"{name} is not a regular file"
+        if not zips.whole(os.path.join(role_dir, name), st):
+            return f"{name} is truncated (not a whole torch.save archive)"
+    if "model" not in shards:
+        return "no model_world_size_*_rank_*.pt shards"
+    worlds = {w for per_kind in shards.values() for w in per_kind}
+    if len(worlds) != 1:
+        return f"shards from several world sizes {sorted(worlds)}"
+    world = worlds.pop()
+    for kind, per_world in sorted(shards.items()):
+        missing = sorted(set(range(world)) - per_world[world])
+        if missing:
+            return f"{kind} shards missing for ranks {missing} of world size {world}"
+    # Rank 0 writes fsdp_config.json after every rank's shards are on disk (both versions).
+    if "fsdp_config.json" not in names:
+        return "fsdp_config.json missing"
+    return ""
+
+
+def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | None = None) -> StepDir:
+    stats = tree_stats(path, symlinks)
+    problem = ""
+    roles: list[str] = []
+    try:
+        top = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(path)}
+    except OSError as exc:
+        top, problem = {}, f"unreadable: {exc.strerror}"
+    if not problem:
+        if "actor" not in top or not stat.S_ISDIR(top["actor"].st_mode):
+            problem = "actor/ missing"
+        for role in ROLE_DIRS:
+            if problem or role not in top:
+                continue
+            if not stat.S_ISDIR(top[role].st_mode):
+                problem = f"{role} is not a directory"
+                break
+            role_path = path / role
+            try:
+                names = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(role_path)}
+            except OSError as exc:
+                problem = f"{role}/ unreadable: {exc.strerror}"
+                break
+            why = _role_problem(str(role_path), names, zips)
+            if why:
+                problem = f"{role}/: {why}"
+                break
+            roles.append(role)
+    if not problem:
+        # data.pt is written after actor/ and critic/ and before the tracker.
+        data = top.get("data.pt")
+        if data is None:
+            problem = "data.pt missing"
+        elif not stat.S_ISREG(data.st_mode) or not zips.whole(str(path / "data.pt"), data):
+            problem = "data.pt is truncated (not a whole torch.save archive)"
+    return StepDir(
+        path=path, step=step, bytes=stats.bytes, files=stats.files, newest_mtime=stats.newest_mtime,
+        complete=not problem, problem=problem, roles=tuple(roles),
+    )
+
+
+def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True) -> RootScan:
+    """Find every experiment under `root` (the root itself may be one) and inspect its step dirs.
+
+    Nothing is followed through a symlink. `count_all` also sizes what is not a checkpoint (needed
+    for a quota on the whole root).
+    """
+    zips = zips or ZipCache()
+    root = Path(root)
+    experiments: list[Experiment] = []
+    symlinks: list[Path] = []
+    errors: list[str] = []
+    total = 0
+    try:
+        total += root.lstat().st_blocks * 512
+    except FileNotFoundError:
+        return RootScan(root, [], 0, [], [f"{root}: does not exist"])
+
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        steps: list[StepDir] = []
+        exp_links: list[Path] = []
+        has_tracker = False
+        try:
+            entries = list(os.scandir(directory))
+        except OSError as exc:
+            errors.append(f"{directory}: {exc.strerror}")
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            path = Path(entry.path)
+            if stat.S_ISLNK(st.st_mode):
+                symlinks.append(path)
+                total += st.st_blocks * 512
+                if STEP_DIR_RE.match(entry.name):
+                    exp_links.append(path)
+                continue
+            if entry.name == TRACKER_NAME:
+                has_tracker = True
+            if not stat.S_ISDIR(st.st_mode):
+                total += st.st_blocks * 512
+                continue
+            m = STEP_DIR_RE.match(entry.name)
+            if m:
+                info = inspect_step(path, int(m.group(1)), zips, symlinks)
+                total += info.bytes
+                steps.append(info)
+            elif entry.name == WATCHDOG_DIR or depth + 1 > MAX_DISCOVERY_DEPTH:
+                if count_all:
+                    total += tree_stats(path, symlinks).bytes
+            else:
+                total += st.st_blocks * 512
+                stack.append((path, depth + 1))
+        if steps or has_tracker or exp_links:
+            steps.sort(key=lambda s: s.step)
+            experiments.append(Experiment(directory, read_tracker(directory), steps, exp_links))
+    experiments.sort(key=lambda e: str(e.path))
+    return RootScan(root, experiments, total, sorted(symlinks), errors)

@@ -1,0 +1,252 @@
+"""Pure decisions: which checkpoints are complete, which to delete, whether the tracker needs repair.
+
+Input is a snapshot read by layout.py plus the clock; output is a Plan that actions.py carries out.
+Nothing here touches the filesystem, so every rule is testable with literal cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlrecipes.watchdog.layout import Experiment, StepDir
+
+# Step states (also the `state` label of the metrics).
+COMPLETE = "complete"  # whole, at or below the tracker: resumable
+WRITING = "writing"  # written to within the grace period: never touched
+INTERRUPTED = "interrupted"  # above the tracker and quiet: a save that died
+INCOMPLETE = "incomplete"  # at or below the tracker but not whole (e.g. verl pruned only actor/)
+
+SEVERITIES = ("info", "warn", "error")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One observation about an experiment; `error` means the run is at risk (health turns red)."""
+
+    experiment: str
+    severity: str  # "info" | "warn" | "error"
+    code: str  # stable identifier, e.g. "tracker-missing", "budget-exceeded"
+    message: str
+    step: int | None = None
+    repaired: bool = False
+
+    def as_dict(self) -> dict:
+        return {
+            "experiment": self.experiment, "severity": self.severity, "code": self.code,
+            "message": self.message, "step": self.step, "repaired": self.repaired,
+        }
+
+
+@dataclass(frozen=True)
+class Deletion:
+    experiment: Path
+    path: Path
+    step: int
+    bytes: int
+    reason: str  # "interrupted" | "incomplete" | "keep-last" | "budget"
+
+
+@dataclass(frozen=True)
+class TrackerFix:
+    experiment: Path
+    old: str  # tracker status or the stale step it named
+    new_step: int
+
+
+@dataclass
+class ExperimentPlan:
+    experiment: Path
+    states: dict[int, str]
+    newest_complete: int | None
+    effective_tracker: int | None  # the step auto-resume will load once the plan is carried out
+    next_checkpoint_bytes: int  # estimate of what the next save still has to write
+
+
+@dataclass
+class Plan:
+    experiments: list[ExperimentPlan] = field(default_factory=list)
+    deletions: list[Deletion] = field(default_factory=list)
+    fixes: list[TrackerFix] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    need_bytes: int = 0
+    room_bytes: int | None = None  # budget left before this plan (None: no budget configured)
+    room_after_bytes: int | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+
+@dataclass(frozen=True)
+class Retention:
+    keep_last: int = 2
+    keep_every: int | None = None
+    grace_s: float = 300.0
+
+
+def classify(exp: Experiment, now: float, grace_s: float) -> tuple[dict[int, str], int | None, TrackerFix | None, list[Finding]]:
+    """States of every step dir, the tracker step in force afterwards, and the tracker repair if needed."""
+    name = str(exp.path)
+    findings: list[Finding] = []
+    recent = {s.step for s in exp.steps if now - s.newest_mtime < grace_s}
+    by_step = {s.step: s for s in exp.steps}
+    tracker = exp.tracker
+    tracker_recent = tracker.mtime is not None and now - tracker.mtime < grace_s
+
+    trusted: int | None = None  # tracker step when the tracker is valid
+    broken = ""  # why the tracker cannot be trusted
+    if tracker.status == "ok":
+        named = by_step.get(tracker.step)
+        if named is None:
+            broken = f"names step {tracker.step}, whose directory is gone"
+        elif named.complete or named.step in recent:
+            # A named step still being written happens only mid-rename; wait for the grace period.
+            trusted = tracker.step
+        else:
+            broken = f"names step {tracker.step}, which is incomplete ({named.problem})"
+    elif tracker.status == "missing":
+        broken = "is missing"
+    elif tracker.status == "empty":
+        broken = "is empty"
+    else:
+        broken = f"is unparsable ({tracker.raw.strip()[:40]!r})"
+
+    states: dict[int, str] = {}
+    fix: TrackerFix | None = None
+    if trusted is not None:
+        for s in exp.steps:
+            if s.step in recent:
+                states[s.step] = WRITING if not (s.complete and s.step <= trusted) else COMPLETE
+            elif s.step > trusted:
+                states[s.step] = INTERRUPTED
+            else:
+                states[s.step] = COMPLETE if s.complete else INCOMPLETE
+        return states, trusted, None, findings
+
+    # No trustworthy tracker: a whole, quiet step dir is resumable no matter its number.
+    candidates = [s.step for s in exp.steps if s.complete and s.step not in recent]
+    target = max(candidates) if candidates else None
+    for s in exp.steps:
+        if s.step in recent:
+            states[s.step] = WRITING
+        elif s.complete:
+            states[s.step] = COMPLETE
+        elif target is not None and s.step < target:
+            states[s.step] = INCOMPLETE
+        else:
+            states[s.step] = INTERRUPTED
+    if tracker.status in ("empty", "unparsable") and tracker_recent:
+        # verl rewrites the tracker with open("w"): it is empty for a moment on every save.
+        findings.append(Finding(name, "info", "tracker-being-written", f"tracker {broken}; written "
+                                f"{now - tracker.mtime:.0f}s ago, waiting for the grace period"))
+        return states, None, None, findings
+    if target is not None:
+        old = str(tracker.step) if tracker.status == "ok" else tracker.status
+        fix = TrackerFix(exp.path, old, target)
+        findings.append(Finding(name, "warn", f"tracker-{_code(tracker.status, by_step, tracker.step)}",
+                                f"tracker {broken}; auto-resume would restart at step 0 -> set to step {target}",
+                                step=target))
+        return states, target, fix, findings
+    if any(st != WRITING for st in states.values()) or tracker.status == "ok":
+        findings.append(Finding(name, "error", "no-complete-checkpoint",
+                                f"tracker {broken} and no complete checkpoint exists: auto-resume will restart "
+                                "at step 0"))
+    return states, None, None, findings
+
+
+def _code(status: str, by_step: dict[int, StepDir], step: int | None) -> str:
+    if status != "ok":
+        return status
+    return "dangling" if step not in by_step else "incomplete"
+
+
+def plan(experiments: list[Experiment], now: float, retention: Retention, room_bytes: int | None) -> Plan:
+    """Decide deletions and tracker repairs for every experiment under the root.
+
+    `room_bytes` is what the budget still allows before this plan (quota minus usage, or free space minus
+    the required minimum); None when no budget is configured.
+    """
+    if retention.keep_last < 1:
+        raise ValueError("keep_last must be >= 1: the newest complete checkpoint is never deleted")
+    out = Plan(room_bytes=room_bytes)
+    protected: set[Path] = set()
+    budget_candidates: list[StepDir] = []
+    exp_of: dict[Path, Path] = {}
+    for exp in experiments:
+        states, effective, fix, findings = classify(exp, now, retention.grace_s)
+        out.findings.extend(findings)
+        if fix:
+            out.fixes.append(fix)
+        complete = [s for s in exp.steps if states[s.step] == COMPLETE]
+        newest = complete[-1] if complete else None
+        keep = {s.step for s in complete[-retention.keep_last:]}
+        if retention.keep_every:
+            keep |= {s.step for s in complete if s.step % retention.keep_every == 0}
+        for s in exp.steps:
+            exp_of[s.path] = exp.path
+            state = states[s.step]
+            if state == WRITING or s is newest:
+                protected.add(s.path)
+                continue
+            if state in (INTERRUPTED, INCOMPLETE):
+                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, state))
+            elif s.step not in keep:
+                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, "keep-last"))
+            else:
+                budget_candidates.append(s)
+        # The next save will be about as big as the last whole one; what is already written counts.
+        in_flight = sum(s.bytes for s in exp.steps if states[s.step] == WRITING
+                        and (newest is None or s.step > newest.step))
+        next_bytes = max(0, newest.bytes - in_flight) if newest else 0
+        out.need_bytes = max(out.need_bytes, next_bytes)
+        out.experiments.append(ExperimentPlan(exp.path, states, newest.step if newest else None,
+                                              effective, next_bytes))
+
+    if room_bytes is None:
+        return out
+    room = room_bytes + sum(d.bytes for d in out.deletions)
+    if room < out.need_bytes:
+        # Oldest first across experiments; the newest complete checkpoint of each is never a candidate.
+        for s in sorted(budget_candidates, key=lambda s: (s.newest_mtime, s.step)):
+            if room >= out.need_bytes:
+                break
+            out.deletions.append(Deletion(exp_of[s.path], s.path, s.step, s.bytes, "budget"))
+            room += s.bytes
+    out.room_after_bytes = room
+    if room < out.need_bytes:
+        out.findings.append(Finding(
+            "", "error", "budget-exceeded",
+            f"the budget cannot hold the next checkpoint: it needs {human(out.need_bytes)}, only "
+            f"{human(max(room, 0))} is left after deleting every checkpoint but the newest complete one"
+            + (f" ({human(-room)} over budget already)" if room < 0 else "")
+            + "; free space, raise the quota or lower --min-free before the next save fails"))
+    return out
+
+
+def human(n: int | float) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1024, "kib": 1024, "kb": 1000,
+    "m": 1024**2, "mib": 1024**2, "mb": 1000**2,
+    "g": 1024**3, "gib": 1024**3, "gb": 1000**3,
+    "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
+}
+
+
+def parse_size(text: str) -> int:
+    """'20G' -> 20 GiB. K/M/G/T and KiB.. are binary, KB/MB/GB/TB decimal; a bare number is bytes."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text or "")
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (use e.g. 500M, 20G, 1.5TiB, 10GB or a byte count)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])

@@ -1,0 +1,234 @@
+"""One watchdog pass (scan -> plan -> act -> report), the loop around it, and the resume check."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlrecipes.watchdog import actions
+from rlrecipes.watchdog.layout import WATCHDOG_DIR, Experiment, ZipCache, scan_root, tree_stats
+from rlrecipes.watchdog.policy import Finding, Plan, Retention, human, plan
+from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_status
+
+log = logging.getLogger("rlrecipes.watchdog")
+
+DEFAULT_GRACE_S = 300.0
+
+
+def default_status_path(root: Path) -> Path:
+    return Path(root) / WATCHDOG_DIR / "status.json"
+
+
+@dataclass
+class WatchdogConfig:
+    root: Path
+    retention: Retention = field(default_factory=Retention)
+    quota_bytes: int | None = None  # budget: bytes allowed under the root
+    min_free_bytes: int | None = None  # budget: free bytes to keep on the root's filesystem
+    interval_s: float | None = 60.0  # None: a single pass
+    dry_run: bool = False
+    status_path: Path | None = None  # None: <root>/.watchdog/status.json
+    hogs: list[tuple[str, str, Path]] = field(default_factory=list)  # (name, kind, path)
+    zip_check: bool = True
+
+
+class Watchdog:
+    def __init__(self, config: WatchdogConfig):
+        if config.quota_bytes is not None and config.min_free_bytes is not None:
+            raise ValueError("give either a quota or a minimum of free space, not both")
+        self.config = config
+        self.root = Path(os.path.realpath(config.root))
+        self.status_path = config.status_path or default_status_path(self.root)
+        self.zips = ZipCache(config.zip_check)
+        self.counters = {"scans": 0, "deleted": 0, "deleted_bytes": 0, "tracker_repairs": 0, "errors": 0}
+        self.metrics: MetricsServer | None = None
+        self.last_status: dict = {}
+        self._trash_emptied = False
+
+    def room_bytes(self, root_bytes: int) -> tuple[int | None, actions.DiskUsage]:
+        usage = actions.disk_usage(self.root)
+        if self.config.quota_bytes is not None:
+            return self.config.quota_bytes - root_bytes, usage
+        if self.config.min_free_bytes is not None:
+            return usage.fs_free - self.config.min_free_bytes, usage
+        return None, usage
+
+    def run_once(self) -> dict:
+        started = time.perf_counter()
+        cfg = self.config
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"checkpoint root {self.root} is not a directory")
+        scan = scan_root(self.root, self.zips, count_all=cfg.quota_bytes is not None)
+        if not self._trash_emptied and not cfg.dry_run:
+            if actions.empty_trash(self.root, [e.path for e in scan.experiments]):
+                log.warning("finished removing what an earlier run left in the trash")
+            self._trash_emptied = True
+        now = time.time()
+        room, usage = self.room_bytes(scan.root_bytes)
+        decided = plan(scan.experiments, now, cfg.retention, room)
+        findings = list(decided.findings)
+        for link in scan.symlinks:
+            target = os.path.realpath(link)
+            inside = target == str(self.root) or target.startswith(str(self.root) + os.sep)
+            if not inside:
+                findings.append(Finding(str(link.parent), "info", "symlink-ignored",
+                                        f"{link.name} -> {target} points outside the root: not followed"))
+        done = [] if cfg.dry_run else self._act(decided, findings)
+        hogs = self._hogs()
+        status = self._status(scan, decided, findings, done, usage, hogs, now, time.perf_counter() - started)
+        self.last_status = status
+        write_status(self.status_path, status)
+        if self.metrics:
+            self.metrics.update(status)
+        return status
+
+    def _act(self, decided: Plan, findings: list[Finding]) -> list[dict]:
+        done: list[dict] = []
+        for fix in decided.fixes:
+            actions.write_tracker(fix.experiment, fix.new_step)
+            self.counters["tracker_repairs"] += 1
+            log.warning("%s: tracker was %s; rewrote it to step %d so auto-resume continues",
+                        fix.experiment, fix.old, fix.new_step)
+        for d in decided.deletions:
+            # Look again right before deleting: a save may have started in this directory since the scan.
+            fresh = tree_stats(d.path)
+            if time.time() - fresh.newest_mtime < self.config.retention.grace_s:
+                log.info("%s: written to since the scan, kept", d.path)
+                continue
+            try:
+                actions.remove_checkpoint(self.root, d.path)
+            except (actions.UnsafePath, OSError) as exc:
+                self.counters["errors"] += 1
+                findings.append(Finding(str(d.experiment), "warn", "delete-failed", f"{d.path}: {exc}", d.step))
+                log.error("could not delete %s: %s", d.path, exc)
+                continue
+            self.zips.forget_under(str(d.path))
+            self.counters["deleted"] += 1
+            self.counters["deleted_bytes"] += fresh.bytes
+            done.append({"path": str(d.path), "step": d.step, "bytes": fresh.bytes, "reason": d.reason})
+            level = logging.INFO if d.reason == "keep-last" else logging.WARNING
+            log.log(level, "deleted %s (%s, %s)", d.path, d.reason, human(fresh.bytes))
+        for f in findings:
+            if f.severity == "error":
+                log.error("%s%s", f"{f.experiment}: " if f.experiment else "", f.message)
+        return done
+
+    def _hogs(self) -> list[dict]:
+        out = []
+        for name, kind, path in self.config.hogs:
+            size = actions.hog_size(kind, path)
+            out.append({"name": name, "kind": kind, "path": str(path),
+                        "bytes": size[0] if size else None, "items": size[1] if size else None})
+        return out
+
+    def _status(self, scan, decided: Plan, findings, done, usage, hogs, now, seconds) -> dict:
+        self.counters["scans"] += 1
+        cfg = self.config
+        deleted_paths = {d["path"] for d in done}
+        planned = {str(d.path): d.reason for d in decided.deletions}
+        experiments = []
+        by_path = {e.experiment: e for e in decided.experiments}
+        for exp in scan.experiments:
+            ep = by_path[exp.path]
+            experiments.append({
+                "name": _exp_name(self.root, exp),
+                "path": str(exp.path),
+                "tracker": {"status": exp.tracker.status, "step": exp.tracker.step},
+                "resume_step": ep.effective_tracker,
+                "newest_complete": ep.newest_complete,
+                "next_checkpoint_bytes": ep.next_checkpoint_bytes,
+                "steps": [
+                    {"step": s.step, "state": ep.states[s.step], "bytes": s.bytes, "files": s.files,
+                     "problem": s.problem, "deleted": str(s.path) in deleted_paths,
+                     "planned_deletion": planned.get(str(s.path))}
+                    for s in exp.steps
+                ],
+            })
+        healthy = not any(f.severity == "error" for f in findings)
+        return {
+            "version": STATUS_VERSION,
+            "time": now,
+            "pid": os.getpid(),
+            "root": str(self.root),
+            "interval_s": cfg.interval_s,
+            "dry_run": cfg.dry_run,
+            "healthy": healthy,
+            "scan_seconds": round(seconds, 4),
+            "root_bytes": scan.root_bytes,
+            "policy": {"keep_last": cfg.retention.keep_last, "keep_every": cfg.retention.keep_every,
+                       "grace_s": cfg.retention.grace_s, "quota_bytes": cfg.quota_bytes,
+                       "min_free_bytes": cfg.min_free_bytes},
+            "budget": {"fs_total_bytes": usage.fs_total, "fs_free_bytes": usage.fs_free,
+                       "need_bytes": decided.need_bytes, "room_bytes": decided.room_bytes,
+                       "room_after_bytes": decided.room_after_bytes},
+            "experiments": experiments,
+            "deleted": done,
+            "tracker_fixes": [{"experiment": str(f.experiment), "old": f.old, "new_step": f.new_step,
+                               "applied": not cfg.dry_run} for f in decided.fixes],
+            "findings": [f.as_dict() for f in findings],
+            "hogs": hogs,
+            "errors": scan.errors,
+            "counters": dict(self.counters),
+        }
+
+    def serve_metrics(self, host: str, port: int) -> int:
+        self.metrics = MetricsServer(host, port).start()
+        return self.metrics.port
+
+    def loop(self, stop: threading.Event) -> None:
+        interval = self.config.interval_s or 60.0
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except Exception as exc:  # keep watching: one bad pass must not take the sidecar down
+                self.counters["errors"] += 1
+                log.exception("watchdog pass failed: %s", exc)
+            stop.wait(interval)
+        if self.metrics:
+            self.metrics.stop()
+
+
+def _exp_name(root: Path, exp: Experiment) -> str:
+    rel = os.path.relpath(exp.path, root)
+    return "." if rel == "." else rel
+
+
+def resume_check(root: Path, repair: bool = True, grace_s: float = 0.0, zip_check: bool = True) -> list[Finding]:
+    """Check (and with `repair`, fix) verl's resume tracker of every experiment under `root`.
+
+    A tracker that is missing, empty, unparsable or names a step directory that is gone or incomplete
+    is rewritten atomically to the newest complete step, so `trainer.resume_mode=auto` continues
+    instead of restarting at step 0. Deletes nothing. `grace_s`: step dirs written to more recently
+    than this are treated as saves in progress (0 before a launch, when no trainer runs).
+
+    Returns one Finding per experiment at least: severity "info" (fine), "warn" (repaired, or
+    would be repaired when `repair` is False) or "error" (auto-resume will restart at step 0).
+    """
+    root = Path(os.path.realpath(root))
+    if not root.is_dir():
+        return [Finding(str(root), "info", "no-root", f"{root} does not exist: nothing to resume")]
+    scan = scan_root(root, ZipCache(zip_check), count_all=False)
+    decided = plan(scan.experiments, time.time(), Retention(keep_last=1, grace_s=grace_s), None)
+    fixed = set()
+    if repair:
+        for fix in decided.fixes:
+            actions.write_tracker(fix.experiment, fix.new_step)
+            fixed.add(str(fix.experiment))
+            log.warning("%s: tracker was %s; rewrote it to step %d", fix.experiment, fix.old, fix.new_step)
+    findings = []
+    for f in decided.findings:
+        if f.code.startswith("tracker-") and f.experiment in fixed:
+            f = Finding(f.experiment, f.severity, f.code, f.message, f.step, repaired=True)
+        findings.append(f)
+    for ep in decided.experiments:
+        if not any(f.experiment == str(ep.experiment) for f in findings):
+            msg = (f"auto-resume continues from step {ep.effective_tracker}" if ep.effective_tracker is not None
+                   else "no checkpoint yet: the run starts at step 0")
+            findings.append(Finding(str(ep.experiment), "info", "tracker-ok", msg, ep.effective_tracker))
+    if not scan.experiments:
+        findings.append(Finding(str(root), "info", "no-checkpoints", f"no verl checkpoints under {root}"))
+    return findings

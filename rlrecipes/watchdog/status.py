@@ -1,0 +1,149 @@
+"""The watchdog's outputs: a JSON status file, Prometheus text metrics on loopback, a health verdict."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+from rlrecipes.fsutil import atomic_write_text
+
+STATUS_VERSION = 1
+PREFIX = "rlrecipes_watchdog"
+
+
+def write_status(path: Path, status: dict) -> None:
+    atomic_write_text(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
+
+
+def read_status(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def health(status: dict, now: float | None = None, max_age_s: float | None = None) -> tuple[bool, str]:
+    """(healthy, reason). Healthy: the last pass is fresh and raised no error finding."""
+    now = time.time() if now is None else now
+    if status.get("version") != STATUS_VERSION:
+        return False, f"unknown status version {status.get('version')!r}"
+    if max_age_s is None and status.get("interval_s"):
+        # A pass may be slow on a big root; allow three missed intervals before calling it stuck.
+        max_age_s = 3 * float(status["interval_s"]) + 30 + float(status.get("scan_seconds") or 0)
+    age = now - float(status.get("time", 0))
+    if max_age_s is not None and age > max_age_s:
+        return False, f"status is {age:.0f}s old (limit {max_age_s:.0f}s): the watchdog is not running"
+    errors = [f for f in status.get("findings", []) if f.get("severity") == "error"]
+    if errors or not status.get("healthy", False):
+        text = "; ".join(f"{f.get('experiment') or 'root'}: {f.get('message')}" for f in errors)
+        return False, text or "status says unhealthy"
+    return True, f"healthy ({age:.0f}s ago)"
+
+
+def _escape(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render_metrics(status: dict) -> str:
+    """Prometheus text exposition format (version 0.0.4) of a status dict."""
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
+        lines.append(f"# HELP {PREFIX}_{name} {help_text}")
+        lines.append(f"# TYPE {PREFIX}_{name} {kind}")
+        for labels, value in samples:
+            label_text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+            lines.append(f"{PREFIX}_{name}{{{label_text}}} {value:g}" if label_text
+                         else f"{PREFIX}_{name} {value:g}")
+
+    budget = status.get("budget", {})
+    metric("healthy", "gauge", "1 when the last pass raised no error finding.",
+           [({}, 1.0 if status.get("healthy") else 0.0)])
+    metric("last_scan_timestamp_seconds", "gauge", "Unix time of the last pass.", [({}, status.get("time", 0))])
+    metric("scan_duration_seconds", "gauge", "Duration of the last pass.", [({}, status.get("scan_seconds", 0))])
+    metric("scans_total", "counter", "Passes since start.", [({}, status.get("counters", {}).get("scans", 0))])
+    metric("root_bytes", "gauge", "Bytes allocated under the checkpoint root.", [({}, status.get("root_bytes", 0))])
+    metric("fs_free_bytes", "gauge", "Free bytes on the root's filesystem.", [({}, budget.get("fs_free_bytes", 0))])
+    metric("next_checkpoint_bytes", "gauge", "Estimated bytes the next save still has to write.",
+           [({}, budget.get("need_bytes", 0))])
+    if budget.get("room_after_bytes") is not None:
+        metric("budget_room_bytes", "gauge", "Bytes the budget allows after this pass's deletions.",
+               [({}, budget["room_after_bytes"])])
+    counters = status.get("counters", {})
+    metric("deleted_total", "counter", "Checkpoint directories deleted since start.",
+           [({}, counters.get("deleted", 0))])
+    metric("deleted_bytes_total", "counter", "Bytes deleted since start.", [({}, counters.get("deleted_bytes", 0))])
+    metric("tracker_repairs_total", "counter", "Tracker files rewritten since start.",
+           [({}, counters.get("tracker_repairs", 0))])
+    samples: list[tuple[dict, float]] = []
+    bytes_samples: list[tuple[dict, float]] = []
+    newest: list[tuple[dict, float]] = []
+    for exp in status.get("experiments", []):
+        counts: dict[str, int] = {}
+        for step in exp.get("steps", []):
+            counts[step["state"]] = counts.get(step["state"], 0) + 1
+        for state in ("complete", "writing", "interrupted", "incomplete"):
+            samples.append(({"experiment": exp["name"], "state": state}, counts.get(state, 0)))
+        bytes_samples.append(({"experiment": exp["name"]}, sum(s["bytes"] for s in exp.get("steps", []))))
+        if exp.get("newest_complete") is not None:
+            newest.append(({"experiment": exp["name"]}, exp["newest_complete"]))
+    metric("checkpoints", "gauge", "Step directories by state.", samples)
+    metric("checkpoint_bytes", "gauge", "Bytes in step directories.", bytes_samples)
+    metric("newest_complete_step", "gauge", "Step that auto-resume will load.", newest)
+    metric("hog_bytes", "gauge", "Size of other known disk hogs.",
+           [({"name": h["name"], "path": h["path"]}, h["bytes"]) for h in status.get("hogs", [])
+            if h.get("bytes") is not None])
+    metric("findings", "gauge", "Findings of the last pass by severity.",
+           [({"severity": sev}, sum(1 for f in status.get("findings", []) if f.get("severity") == sev))
+            for sev in ("info", "warn", "error")])
+    return "\n".join(lines) + "\n"
+
+
+class MetricsServer:
+    """Serves /metrics (Prometheus text), /status (JSON) and /healthz on a loopback port, in a thread."""
+
+    def __init__(self, host: str, port: int):
+        self._lock = threading.Lock()
+        self._status: dict = {}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                snapshot = server.snapshot()
+                if self.path.split("?")[0] in ("/metrics", "/"):
+                    body, ctype, code = render_metrics(snapshot).encode(), "text/plain; version=0.0.4", 200
+                elif self.path == "/status":
+                    body, ctype, code = json.dumps(snapshot).encode(), "application/json", 200
+                elif self.path == "/healthz":
+                    ok, reason = health(snapshot) if snapshot else (False, "no pass yet")
+                    body, ctype, code = (reason + "\n").encode(), "text/plain", 200 if ok else 503
+                else:
+                    body, ctype, code = b"not found\n", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):  # scrapes every few seconds would flood the log
+                pass
+
+        self.httpd = HTTPServer((host, port), Handler)
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="watchdog-metrics", daemon=True)
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def update(self, status: dict) -> None:
+        with self._lock:
+            self._status = status
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return self._status
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
