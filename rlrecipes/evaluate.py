@@ -1,0 +1,371 @@
+"""`rlrecipes eval`: lm-eval GSM8K numbers for a trained model against its base, plus a fast in-repo check.
+
+The harness runs as its authors ship it (`python -m lm_eval run ...`): the vLLM backend in the A100 image,
+the Hugging Face backend in the P40 image (no vLLM on sm_61). Its raw results and per-sample logs stay
+under OUT/lm_eval/<label>/; the table here is a pure function of those results files, so it can be
+re-printed from stored results (`--from-results`) and tested without a model.
+
+The fast evaluation generates greedily with transformers over the GSM8K test parquet that training
+validates on, and scores with the same function verl calls as the reward
+(`rlrecipes.rewards.gsm8k.compute_score`), so the training reward and the eval metric can be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rlrecipes.errors import RecipeError, StageFailed
+from rlrecipes.fsutil import atomic_write_text
+
+DEFAULT_TASKS = ("gsm8k", "gsm8k_cot")
+FILTERS = ("strict-match", "flexible-extract")
+METRIC = "exact_match"
+SUMMARY_FILE = "eval-summary.json"
+
+
+# -- table logic: pure functions of lm-eval results files -------------------------------------------
+
+@dataclass(frozen=True)
+class TaskScore:
+    value: float
+    stderr: float | None
+    n: int | None
+
+
+@dataclass(frozen=True)
+class EvalResults:
+    path: str
+    model: str
+    scores: dict[str, dict[str, TaskScore]]  # task -> filter -> score
+
+
+@dataclass(frozen=True)
+class Row:
+    task: str
+    filter: str
+    baseline: float | None
+    trained: float | None
+    n: int | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.baseline is None or self.trained is None:
+            return None
+        return self.trained - self.baseline
+
+
+def find_results(path: str | Path) -> Path:
+    """The lm-eval results file at `path` (a results_*.json, or the newest one under a directory)."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        found = sorted(path.rglob("results_*.json"), key=lambda p: (p.name, p.stat().st_mtime))
+        if found:
+            return found[-1]
+    raise RecipeError("no lm-eval results file (results_*.json)", where=str(path),
+                      hint="pass the --output_path of an lm-eval run or one results_*.json")
+
+
+def _number(value) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+        return float(value)
+    return None  # lm-eval writes "N/A" for an undefined stderr
+
+
+def parse_results(data: dict, path: str = "<memory>") -> EvalResults:
+    """Scores `exact_match,<filter>` per task from lm-eval's results JSON."""
+    if not isinstance(data.get("results"), dict):
+        raise RecipeError("not an lm-eval results file: no 'results' object", where=path)
+    n_samples = data.get("n-samples", {})
+    scores: dict[str, dict[str, TaskScore]] = {}
+    for task, metrics in data["results"].items():
+        if not isinstance(metrics, dict):
+            continue
+        n = n_samples.get(task, {}).get("effective") if isinstance(n_samples.get(task), dict) else None
+        for key, raw in metrics.items():
+            name, sep, filt = key.partition(",")
+            if name != METRIC or not sep:
+                continue
+            value = _number(raw)
+            if value is None:
+                continue
+            stderr = _number(metrics.get(f"{METRIC}_stderr,{filt}"))
+            scores.setdefault(task, {})[filt] = TaskScore(value, stderr, n)
+    config = data.get("config", {}) if isinstance(data.get("config"), dict) else {}
+    model = data.get("model_name") or config.get("model_args") or config.get("model") or "?"
+    if isinstance(model, dict):
+        model = model.get("pretrained", str(model))
+    return EvalResults(path=path, model=str(model), scores=scores)
+
+
+def load_results(path: str | Path) -> EvalResults:
+    file = find_results(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise RecipeError(f"unreadable lm-eval results JSON: {exc}", where=str(file)) from exc
+    return parse_results(data, str(file))
+
+
+def eval_table(trained: EvalResults, baseline: EvalResults | None = None,
+               tasks: tuple[str, ...] | None = None) -> list[Row]:
+    """One row per (task, filter) in either results; deltas where both have the number."""
+    names = list(tasks) if tasks else sorted(set(trained.scores) | set(baseline.scores if baseline else {}))
+    rows: list[Row] = []
+    for task in names:
+        mine = trained.scores.get(task, {})
+        theirs = baseline.scores.get(task, {}) if baseline else {}
+        filters = [f for f in FILTERS if f in mine or f in theirs]
+        filters += sorted((set(mine) | set(theirs)) - set(FILTERS))
+        for filt in filters:
+            t, b = mine.get(filt), theirs.get(filt)
+            rows.append(Row(task, filt, b.value if b else None, t.value if t else None,
+                            (t or b).n if (t or b) else None))
+    return rows
+
+
+def table_cells(rows: list[Row], with_baseline: bool) -> tuple[list[str], list[list[str]]]:
+    """Header and string cells (percent, one decimal) for Markdown, HTML and the terminal."""
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}"
+
+    def signed(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:+.1f}"
+
+    if with_baseline:
+        header = ["task", "filter", "n", "base %", "trained %", "delta"]
+        cells = [[r.task, r.filter, "-" if r.n is None else str(r.n), pct(r.baseline), pct(r.trained),
+                  signed(r.delta)] for r in rows]
+    else:
+        header = ["task", "filter", "n", "exact_match %"]
+        cells = [[r.task, r.filter, "-" if r.n is None else str(r.n), pct(r.trained)] for r in rows]
+    return header, cells
+
+
+def load_summary(path: str | Path) -> dict:
+    """An eval-summary.json written by `rlrecipes eval` (path: the file or its directory)."""
+    path = Path(path)
+    file = path / SUMMARY_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise RecipeError(f"no {SUMMARY_FILE}", where=str(path), hint="run `rlrecipes eval ... --out DIR` first")
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise RecipeError(f"unreadable eval summary: {exc}", where=str(file)) from exc
+
+
+def summary_cells(summary: dict) -> tuple[list[str], list[list[str]]]:
+    rows = [Row(r["task"], r["filter"], r["baseline"], r["trained"], r.get("n")) for r in summary.get("rows", [])]
+    return table_cells(rows, with_baseline=summary.get("baseline") is not None)
+
+
+# -- running lm-eval --------------------------------------------------------------------------------
+
+def pick_backend(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    if importlib.util.find_spec("vllm") is not None:
+        return "vllm"
+    return "hf"
+
+
+def lm_eval_command(model: str, tasks: tuple[str, ...], backend: str, output_path: Path, *, dtype: str = "auto",
+                    limit: int | None = None, batch_size: str = "auto", apply_chat_template: bool = False,
+                    tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.8,
+                    extra_model_args: str = "", python: str | None = None) -> list[str]:
+    """The lm-eval CLI call for one model (lm-eval 0.4.11's `run` subcommand)."""
+    model_args = [f"pretrained={model}", f"dtype={dtype}"]
+    if backend == "vllm":
+        model_args += [f"tensor_parallel_size={tensor_parallel_size}",
+                       f"gpu_memory_utilization={gpu_memory_utilization}"]
+    if extra_model_args:
+        model_args.append(extra_model_args)
+    cmd = [python or sys.executable, "-m", "lm_eval", "run", "--model", backend,
+           "--model_args", ",".join(model_args), "--tasks", ",".join(tasks),
+           "--batch_size", str(batch_size), "--output_path", str(output_path), "--log_samples"]
+    if limit is not None:
+        cmd += ["--limit", str(limit)]
+    if apply_chat_template:
+        cmd += ["--apply_chat_template", "--fewshot_as_multiturn"]
+    return cmd
+
+
+def run_lm_eval(cmd: list[str], log_file: Path, label: str) -> None:
+    from rlrecipes.report.progress import stage
+
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with stage(f"lm-eval {label}"), open(log_file, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    if proc.returncode != 0:
+        tail = "\n".join(log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
+        raise StageFailed(f"lm-eval failed for {label} (exit {proc.returncode}):\n{tail}", where=str(log_file))
+
+
+# -- fast in-repo evaluation ------------------------------------------------------------------------
+
+def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None, max_new_tokens: int = 512,
+              batch_size: int = 8, device: str = "auto", out_file: Path | None = None) -> dict:
+    """Greedy generations on verl's GSM8K parquet, scored with the reward function training used."""
+    import pandas as pd
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlrecipes.report.progress import progress_bar
+
+    try:
+        from rlrecipes.rewards.gsm8k import compute_score
+    except ImportError as exc:
+        raise StageFailed(f"the shared GSM8K scorer is not importable: {exc}") from exc
+
+    parquet = Path(parquet)
+    if not parquet.is_file():
+        raise RecipeError("GSM8K test parquet not found", where=str(parquet),
+                          hint="run `rlrecipes data gsm8k --out DATA_DIR/gsm8k` first")
+    frame = pd.read_parquet(parquet)
+    missing = [c for c in ("prompt", "reward_model", "data_source") if c not in frame.columns]
+    if missing:
+        raise RecipeError(f"not a verl GSM8K parquet: missing columns {missing}", where=str(parquet))
+    if limit is not None:
+        frame = frame.head(limit)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype="auto").to(device).eval()
+
+    def render(messages) -> str:
+        messages = [dict(m) for m in messages]
+        if tokenizer.chat_template:
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return "\n".join(m["content"] for m in messages) + "\n"
+
+    records = []
+    started = time.monotonic()
+    with progress_bar(f"fast eval {Path(model_path).name}", total=len(frame)) as advance:
+        for start in range(0, len(frame), batch_size):
+            chunk = frame.iloc[start:start + batch_size]
+            prompts = [render(p) for p in chunk["prompt"]]
+            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id)
+            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            for (_, row), text in zip(chunk.iterrows(), texts):
+                truth = row["reward_model"]["ground_truth"]
+                score = float(compute_score(row["data_source"], text, truth))
+                records.append({"index": int(len(records)), "ground_truth": str(truth), "score": score,
+                                "response": text})
+            advance(len(chunk))
+    accuracy = sum(r["score"] for r in records) / len(records) if records else float("nan")
+    if out_file is not None:
+        atomic_write_text(out_file, "".join(json.dumps(r) + "\n" for r in records))
+    return {"model": str(model_path), "parquet": str(parquet), "n": len(records), "accuracy": accuracy,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+# -- CLI --------------------------------------------------------------------------------------------
+
+def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="merged model directory (or, with --from-results, its lm-eval output)")
+    parser.add_argument("--baseline", help="base model directory to compare against (same tasks)")
+    parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="lm-eval tasks (default: %(default)s)")
+    parser.add_argument("--backend", choices=["auto", "vllm", "hf"], default="auto",
+                        help="lm-eval model backend: vllm (A100 image), hf (P40 image); auto picks vllm if installed")
+    parser.add_argument("--out", default="eval", help="output directory (default: %(default)s)")
+    parser.add_argument("--dtype", default="auto", help="model dtype for lm-eval (auto|bfloat16|float32)")
+    parser.add_argument("--limit", type=int, help="evaluate only the first N problems per task (quick look)")
+    parser.add_argument("--batch-size", default="auto", help="lm-eval batch size (default: %(default)s)")
+    parser.add_argument("--apply-chat-template", action="store_true",
+                        help="prompt through the model's chat template (multi-turn few-shot)")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM tensor parallel size")
+    parser.add_argument("--fast-data", metavar="PARQUET",
+                        help="also run the fast in-repo eval on this verl GSM8K test parquet")
+    parser.add_argument("--fast-limit", type=int, help="problems for the fast eval (default: all)")
+    parser.add_argument("--max-new-tokens", type=int, default=512, help="fast eval generation length")
+    parser.add_argument("--skip-lm-eval", action="store_true", help="run only the fast eval")
+    parser.add_argument("--from-results", action="store_true",
+                        help="MODEL and --baseline are lm-eval output dirs/results files: only print the table")
+
+
+def _render_table(summary: dict) -> None:
+    header, cells = summary_cells(summary)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(" | ".join(header))
+        for row in cells:
+            print(" | ".join(row))
+        return
+    table = Table(title="GSM8K exact_match (lm-eval)")
+    for name in header:
+        table.add_column(name, justify="left" if name in ("task", "filter") else "right")
+    for row in cells:
+        table.add_row(*row)
+    Console().print(table)
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    if not tasks:
+        raise RecipeError("no tasks given", where="--tasks")
+    out = Path(args.out)
+    started = time.monotonic()
+    summary: dict = {"tasks": list(tasks), "model": args.model, "baseline": args.baseline, "rows": [],
+                     "fast_eval": {}}
+    trained = baseline = None
+    if args.from_results:
+        trained = load_results(args.model)
+        baseline = load_results(args.baseline) if args.baseline else None
+    elif not args.skip_lm_eval:
+        for path in [args.model] + ([args.baseline] if args.baseline else []):
+            if not Path(path).is_dir():
+                raise RecipeError("model directory not found", where=path)
+        backend = pick_backend(args.backend)
+        summary["backend"] = backend
+        runs = [("trained", args.model)] + ([("baseline", args.baseline)] if args.baseline else [])
+        for label, model in runs:
+            target = out / "lm_eval" / label
+            cmd = lm_eval_command(model, tasks, backend, target, dtype=args.dtype, limit=args.limit,
+                                  batch_size=args.batch_size, apply_chat_template=args.apply_chat_template,
+                                  tensor_parallel_size=args.tensor_parallel_size)
+            summary.setdefault("commands", {})[label] = cmd
+            run_lm_eval(cmd, out / "lm_eval" / f"{label}.log", label)
+        trained = load_results(out / "lm_eval" / "trained")
+        baseline = load_results(out / "lm_eval" / "baseline") if args.baseline else None
+    if trained is not None:
+        rows = eval_table(trained, baseline, tasks)
+        summary["rows"] = [dict(asdict(r), delta=r.delta) for r in rows]
+        summary["results_files"] = {"trained": trained.path, "baseline": baseline.path if baseline else None}
+    if args.fast_data:
+        runs = [("trained", args.model)] + ([("baseline", args.baseline)] if args.baseline else [])
+        for label, model in runs:
+            summary["fast_eval"][label] = fast_eval(
+                model, args.fast_data, limit=args.fast_limit, max_new_tokens=args.max_new_tokens,
+                out_file=out / "fast_eval" / f"{label}.jsonl")
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    if not args.from_results:
+        atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    if summary["rows"]:
+        _render_table(summary)
+    for label, fast in summary["fast_eval"].items():
+        print(f"fast eval ({label}): accuracy {100 * fast['accuracy']:.1f}% on {fast['n']} problems "
+              f"of {fast['parquet']} ({fast['seconds']} s)")
+    if not args.from_results:
+        print(f"wrote {out / SUMMARY_FILE}" + (f" and lm-eval outputs under {out / 'lm_eval'}" if trained else ""))
+    return 0

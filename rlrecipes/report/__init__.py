@@ -1,0 +1,67 @@
+"""`rlrecipes report`: plots and a one-page report (Markdown + single-file HTML) from a run's logs.
+
+Built after the run from the files verl wrote (nothing is threaded through training): the JSONL of
+verl 0.8's file logger or the console log of verl 0.5 (see `rlrecipes.report.metrics`), plus the
+`rlrecipes eval` summary when one is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlrecipes.errors import RecipeError
+
+
+def report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", nargs="?",
+                        help="the run's log directory (LOG_DIR/<recipe>: metrics-*.jsonl and/or console-*.log)")
+    parser.add_argument("--log", action="append", default=[], metavar="FILE",
+                        help="a metrics file (metrics-<stamp>.jsonl or console-<stamp>.log); repeatable")
+    parser.add_argument("--eval", metavar="DIR", help="output directory of `rlrecipes eval` (adds its table)")
+    parser.add_argument("--title", help="report title (default: the run directory's name)")
+    parser.add_argument("--out", required=True, help="directory for report.md, report.html, summary.json, PNGs")
+
+
+def report(args: argparse.Namespace) -> int:
+    from rlrecipes.report.metrics import load_run
+    from rlrecipes.report.plots import write_plots
+    from rlrecipes.report.writer import build_report, headline_rows, write_report
+
+    if not args.run_dir and not args.log:
+        raise RecipeError("nothing to report on", where="arguments", hint="give RUN_DIR or --log FILE")
+    run = load_run(args.run_dir, args.log)
+    if not run.steps:
+        raise RecipeError("the metrics files hold no logged steps", where=args.run_dir or ", ".join(args.log))
+    eval_header = eval_rows = None
+    if args.eval:
+        from rlrecipes.evaluate import load_summary, summary_cells
+
+        eval_header, eval_rows = summary_cells(load_summary(args.eval))
+    out = Path(args.out)
+    plots, missing = write_plots(run, out)
+    title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
+    data = build_report(run, plots, missing, title, eval_rows, eval_header)
+    paths = write_report(data, out)
+    _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
+    return 0
+
+
+def _print_summary(title: str, rows: list[tuple[str, str]], paths: dict, n_plots: int, warnings: list[str]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(title)
+        for key, value in rows:
+            print(f"  {key}: {value}")
+    else:
+        table = Table(title=title, show_header=False)
+        table.add_column(style="bold")
+        table.add_column()
+        for key, value in rows:
+            table.add_row(key.replace("`", ""), value.replace("`", ""))
+        Console().print(table)
+    for warning in warnings:
+        print(f"note: {warning}")
+    print(f"wrote {paths['md']}, {paths['html']} and {n_plots} plot(s) in {paths['md'].parent}")

@@ -1,0 +1,301 @@
+"""Read a run's training metrics from the files verl writes, across restarts.
+
+Two real formats, one per image:
+
+- verl 0.8 file logger (A100 image): JSONL lines ``{"step": N, "data": {...}}`` written with orjson
+  (`verl/utils/tracking.py` FileLogger; NaN becomes null). It opens its file with "wb", so each launch
+  gets its own ``metrics-<stamp>.jsonl``.
+- verl 0.5 console logger (P40 image, the only metrics source there): lines
+  ``step:1 - critic/score/mean:0.5 - actor/grad_norm:1.2`` from `verl/utils/logger/aggregate_logger.py`,
+  each value printed with ``pprint.pformat`` -- so numpy scalars read ``np.float64(0.5)`` under numpy 2
+  -- and, because the trainer runs in a Ray actor, usually behind Ray's ``(TaskRunner pid=123)`` prefix
+  with colour codes. The run's ``console-<stamp>.log`` is a tee of that stdout.
+
+A run directory holds one file per launch. Launches are ordered by the stamp in their name; a later
+launch (a resume) replaces the earlier launches' steps from its first logged step on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlrecipes.errors import RecipeError
+
+JSONL_GLOB = "metrics-*.jsonl"
+CONSOLE_GLOB = "console-*.log"
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# `step:N - ` at the start of the console logger's line, possibly behind Ray's "(Actor pid=1) " prefix.
+_STEP_LINE = re.compile(r"(?:^|\)\s)step:(\d+)(?: - (.*))?$")
+# pprint of numpy scalars under numpy >= 2: np.float64(0.5), np.int64(3), np.True_
+_NUMPY_WRAPPED = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+_STAMP = re.compile(r"^(?:metrics|console)-(.+)\.(?:jsonl|log)$")
+
+
+@dataclass
+class Launch:
+    """One launch of a run: the metrics of one log file."""
+
+    path: Path
+    kind: str  # "jsonl" | "console"
+    stamp: str
+    steps: dict[int, dict[str, float]] = field(default_factory=dict)
+    truncated: bool = False  # the last line was cut off (the process died mid-write)
+    skipped_lines: int = 0  # unreadable lines other than a truncated last one
+
+    @property
+    def first_step(self) -> int | None:
+        return min(self.steps) if self.steps else None
+
+    @property
+    def last_step(self) -> int | None:
+        return max(self.steps) if self.steps else None
+
+
+@dataclass
+class RunMetrics:
+    """Metrics of all launches of one run, restarts resolved: step -> {metric: value}."""
+
+    steps: dict[int, dict[str, float]]
+    launches: list[Launch]
+    warnings: list[str]
+    # step at which each later launch took over (for drawing restart markers)
+    restarts: list[int] = field(default_factory=list)
+
+    @property
+    def keys(self) -> list[str]:
+        seen: set[str] = set()
+        for values in self.steps.values():
+            seen.update(values)
+        return sorted(seen)
+
+    def series(self, key: str) -> tuple[list[int], list[float]]:
+        xs, ys = [], []
+        for step in sorted(self.steps):
+            value = self.steps[step].get(key)
+            if value is not None and not math.isnan(value):
+                xs.append(step)
+                ys.append(value)
+        return xs, ys
+
+    def has(self, key: str) -> bool:
+        return bool(self.series(key)[0])
+
+
+def parse_value(text: str) -> float | None:
+    """A number as the console logger prints it (pprint), or None when it is not a number."""
+    text = text.strip()
+    wrapped = _NUMPY_WRAPPED.match(text)
+    if wrapped:
+        text = wrapped.group(1).strip()
+    if text in ("True", "np.True_"):
+        return 1.0
+    if text in ("False", "np.False_"):
+        return 0.0
+    try:
+        return float(text)  # also 'nan', 'inf', '-inf', '1e-05'
+    except ValueError:
+        return None
+
+
+def parse_console_line(line: str) -> tuple[int, dict[str, float]] | None:
+    """(step, metrics) of one console logger line, or None for any other line."""
+    line = _RAY_REPEATED.sub("", _ANSI.sub("", line).rstrip("\r\n"))
+    match = _STEP_LINE.search(line)
+    if not match:
+        return None
+    step = int(match.group(1))
+    metrics: dict[str, float] = {}
+    for part in (match.group(2) or "").split(" - "):
+        key, sep, raw = part.rpartition(":")
+        if not sep or not key:
+            continue
+        value = parse_value(raw)
+        if value is not None:
+            metrics[key] = value
+    return step, metrics
+
+
+def _coerce(data: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        if isinstance(value, bool):
+            out[key] = float(value)
+        elif isinstance(value, (int, float)):
+            out[key] = float(value)
+        elif value is None:  # orjson writes NaN as null
+            out[key] = float("nan")
+    return out
+
+
+def stamp_of(path: Path) -> str:
+    match = _STAMP.match(path.name)
+    return match.group(1) if match else path.stem
+
+
+def read_jsonl(path: str | Path) -> Launch:
+    path = Path(path)
+    launch = Launch(path=path, kind="jsonl", stamp=stamp_of(path))
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    complete_end = raw.endswith(b"\n")
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        is_last = index == len(lines) - 1
+        try:
+            record = json.loads(line)
+            step = int(record["step"])
+            data = record["data"]
+            if not isinstance(data, dict):
+                raise TypeError("data is not an object")
+        except (ValueError, KeyError, TypeError):
+            if is_last and not complete_end:
+                launch.truncated = True
+            else:
+                launch.skipped_lines += 1
+            continue
+        launch.steps.setdefault(step, {}).update(_coerce(data))
+    return launch
+
+
+def read_console(path: str | Path) -> Launch:
+    path = Path(path)
+    launch = Launch(path=path, kind="console", stamp=stamp_of(path))
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    complete_end = text.endswith("\n")
+    for index, line in enumerate(lines):
+        parsed = parse_console_line(line)
+        if parsed is None:
+            continue
+        step, metrics = parsed
+        if index == len(lines) - 1 and not complete_end:
+            # Cut off mid-write: the last pair may hold half a number. Keep the pairs before it.
+            launch.truncated = True
+            cut = line.rfind(" - ")
+            metrics = parse_console_line(line[:cut])[1] if cut > 0 else {}
+            if not metrics:
+                continue
+        launch.steps.setdefault(step, {}).update(metrics)
+    return launch
+
+
+def read_log(path: str | Path) -> Launch:
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError("log file not found", where=str(path))
+    if path.suffix == ".jsonl":
+        return read_jsonl(path)
+    return read_console(path)
+
+
+def discover(log_dir: str | Path) -> list[Path]:
+    """The metrics files of a run's log directory; JSONL wins over the console log of the same launch."""
+    log_dir = Path(log_dir)
+    if not log_dir.is_dir():
+        raise RecipeError("run log directory not found", where=str(log_dir),
+                          hint="pass the run's directory under LOG_DIR, or --log FILE")
+    jsonl = sorted(log_dir.glob(JSONL_GLOB))
+    stamps = {stamp_of(p) for p in jsonl}
+    console = [p for p in sorted(log_dir.glob(CONSOLE_GLOB)) if stamp_of(p) not in stamps]
+    return jsonl + console
+
+
+def combine(launches: list[Launch]) -> RunMetrics:
+    """Join launches in stamp order; each later launch replaces earlier steps from its first step on."""
+    ordered = sorted(launches, key=lambda launch: (launch.stamp, str(launch.path)))
+    steps: dict[int, dict[str, float]] = {}
+    warnings: list[str] = []
+    restarts: list[int] = []
+    for launch in ordered:
+        if launch.truncated:
+            warnings.append(f"{launch.path.name}: last line cut off (ignored)")
+        if launch.skipped_lines:
+            warnings.append(f"{launch.path.name}: {launch.skipped_lines} unreadable line(s) skipped")
+        if not launch.steps:
+            warnings.append(f"{launch.path.name}: no metrics")
+            continue
+        first = launch.first_step
+        if steps:
+            replaced = [s for s in steps if s >= first]
+            for step in replaced:
+                del steps[step]
+            restarts.append(first)
+            if replaced:
+                warnings.append(
+                    f"{launch.path.name}: resumed at step {first}; replaced {len(replaced)} step(s) of the "
+                    "earlier launch"
+                )
+        for step, values in launch.steps.items():
+            steps[step] = dict(values)
+    return RunMetrics(steps=dict(sorted(steps.items())), launches=ordered, warnings=warnings, restarts=restarts)
+
+
+def load_run(log_dir: str | Path | None = None, logs: list[str | Path] | None = None) -> RunMetrics:
+    paths = [Path(p) for p in (logs or [])]
+    if log_dir is not None:
+        paths = discover(log_dir) + paths
+    if not paths:
+        where = str(log_dir) if log_dir is not None else "--log"
+        raise RecipeError(
+            f"no metrics files ({JSONL_GLOB} or {CONSOLE_GLOB})", where=where,
+            hint="verl 0.8 writes metrics-<stamp>.jsonl (trainer.logger includes 'file'); on verl 0.5 tee "
+                 "stdout to console-<stamp>.log",
+        )
+    return combine([read_log(p) for p in paths])
+
+
+# -- what a reader wants to know from the metrics ---------------------------------------------------
+
+REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
+
+
+def accuracy_key(run: RunMetrics) -> str | None:
+    """The validation accuracy metric verl logged (val-core/<data source>/<reward|acc>/mean@N)."""
+    keys = [k for k in run.keys if k.startswith("val-core/") and "/mean@" in k]
+    if not keys:
+        keys = [k for k in run.keys if k.startswith("val/test_score/")]
+    if not keys:
+        return None
+    keys.sort(key=lambda k: (0 if "/acc/" in k else 1 if "/reward/" in k else 2, k))
+    return keys[0]
+
+
+def headline(run: RunMetrics) -> dict:
+    """The numbers a reader wants first: accuracy start/end/best, steps, time, tokens, reward."""
+    out: dict = {
+        "first_step": min(run.steps) if run.steps else None,
+        "last_step": max(run.steps) if run.steps else None,
+        "launches": len(run.launches),
+        "restarts": len(run.restarts),
+    }
+    key = accuracy_key(run)
+    out["accuracy_metric"] = key
+    if key:
+        xs, ys = run.series(key)
+        if xs:
+            best = max(range(len(ys)), key=lambda i: (ys[i], -xs[i]))
+            out.update(start_step=xs[0], start_accuracy=ys[0], end_step=xs[-1], end_accuracy=ys[-1],
+                       best_step=xs[best], best_accuracy=ys[best])
+    for reward_key in REWARD_KEYS:
+        xs, ys = run.series(reward_key)
+        if xs:
+            out.update(reward_metric=reward_key, start_reward=ys[0], end_reward=ys[-1])
+            break
+    step_times = run.series("timing_s/step")[1] or run.series("perf/time_per_step")[1]
+    if step_times:
+        out["train_seconds"] = sum(step_times)
+        out["seconds_per_step"] = sum(step_times) / len(step_times)
+    tokens = run.series("perf/total_num_tokens")[1]
+    if tokens:
+        out["tokens"] = int(sum(tokens))
+    throughput = run.series("perf/throughput")[1]
+    if throughput:
+        out["throughput"] = sum(throughput) / len(throughput)
+    return out

@@ -1,0 +1,146 @@
+"""report.md and a single-file report.html (plots embedded as base64) from a run's metrics."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.report.metrics import RunMetrics, headline
+from rlrecipes.report.plots import PANELS
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def fmt_count(n: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f}{unit}"
+    return f"{n:.0f}"
+
+
+def headline_rows(head: dict) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    if head.get("accuracy_metric") and "start_accuracy" in head:
+        rows.append(("Validation accuracy", f"{head['start_accuracy']:.4f} (step {head['start_step']}) -> "
+                     f"{head['end_accuracy']:.4f} (step {head['end_step']})"))
+        rows.append(("Best validation accuracy", f"{head['best_accuracy']:.4f} at step {head['best_step']}"))
+        rows.append(("Accuracy metric", f"`{head['accuracy_metric']}`"))
+    else:
+        rows.append(("Validation accuracy", "not logged"))
+    if "reward_metric" in head:
+        rows.append((f"Reward (`{head['reward_metric']}`)", f"{head['start_reward']:.4f} -> {head['end_reward']:.4f}"))
+    if head.get("last_step") is not None:
+        restarts = head["restarts"]
+        rows.append(("Steps logged", f"{head['first_step']} .. {head['last_step']}, {head['launches']} launch(es)"
+                     + (f", {restarts} restart(s)" if restarts else "")))
+    if "train_seconds" in head:
+        rows.append(("Training time", f"{fmt_duration(head['train_seconds'])} "
+                     f"({head['seconds_per_step']:.1f} s/step)"))
+    if "tokens" in head:
+        rows.append(("Tokens processed", fmt_count(head["tokens"])))
+    if "throughput" in head:
+        rows.append(("Mean throughput", f"{head['throughput']:.1f} tokens/s per GPU"))
+    return rows
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], title: str,
+                 eval_rows: list[list[str]] | None = None, eval_header: list[str] | None = None) -> dict:
+    """Everything the report shows, as data (rendered to Markdown and HTML below, dumped to summary.json)."""
+    return {
+        "title": title,
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "sources": [f"{launch.path.name} ({launch.kind}, steps {launch.first_step}..{launch.last_step})"
+                    for launch in run.launches],
+        "headline": headline(run),
+        "eval_header": eval_header or [],
+        "eval_rows": eval_rows or [],
+        "plots": {name: path.name for name, path in plots.items()},
+        "missing_panels": missing,
+        "warnings": list(run.warnings),
+    }
+
+
+def render_markdown(report: dict) -> str:
+    lines = [f"# {report['title']}", "", f"Generated {report['generated']} from:", ""]
+    lines += [f"- `{source}`" for source in report["sources"]]
+    lines += ["", "## Headline", ""]
+    lines += _md_table(["", "value"], [list(r) for r in headline_rows(report["headline"])])
+    if report["eval_rows"]:
+        lines += ["", "## Evaluation (lm-eval, exact_match)", ""]
+        lines += _md_table(report["eval_header"], report["eval_rows"])
+    lines += ["", "## Plots", ""]
+    titles = {panel.name: panel.title for panel in PANELS}
+    for name, filename in report["plots"].items():
+        if name == "overview":
+            continue
+        lines += [f"### {titles.get(name, name)}", "", f"![{name}]({filename})", ""]
+    if report["missing_panels"]:
+        lines += ["Not logged in this run: " + ", ".join(report["missing_panels"]) + ".", ""]
+    if report["warnings"]:
+        lines += ["## Notes", ""] + [f"- {w}" for w in report["warnings"]] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_html(report: dict, plot_dir: Path) -> str:
+    esc = html.escape
+
+    def table(header: list[str], rows: list[list[str]]) -> str:
+        head = "".join(f"<th>{esc(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{esc(c.strip('`'))}</td>" for c in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{esc(report['title'])}</title>",
+        "<style>body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;"
+        "text-align:left}img{max-width:100%}code{background:#f4f4f4}</style></head><body>",
+        f"<h1>{esc(report['title'])}</h1>",
+        f"<p>Generated {esc(report['generated'])} from:</p><ul>",
+        *[f"<li><code>{esc(s)}</code></li>" for s in report["sources"]],
+        "</ul><h2>Headline</h2>",
+        table(["", "value"], [list(r) for r in headline_rows(report["headline"])]),
+    ]
+    if report["eval_rows"]:
+        parts += ["<h2>Evaluation (lm-eval, exact_match)</h2>", table(report["eval_header"], report["eval_rows"])]
+    parts.append("<h2>Plots</h2>")
+    titles = {panel.name: panel.title for panel in PANELS}
+    for name, filename in report["plots"].items():
+        if name == "overview":
+            continue
+        data = base64.b64encode((plot_dir / filename).read_bytes()).decode("ascii")
+        parts += [f"<h3>{esc(titles.get(name, name))}</h3>", f"<img alt='{esc(name)}' src='data:image/png;base64,{data}'>"]
+    if report["missing_panels"]:
+        parts.append(f"<p>Not logged in this run: {esc(', '.join(report['missing_panels']))}.</p>")
+    if report["warnings"]:
+        parts += ["<h2>Notes</h2><ul>", *[f"<li>{esc(w)}</li>" for w in report["warnings"]], "</ul>"]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_report(report: dict, out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "json": out_dir / "summary.json"}
+    atomic_write_text(paths["md"], render_markdown(report))
+    atomic_write_text(paths["html"], render_html(report, out_dir))
+    atomic_write_text(paths["json"], json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return paths

@@ -1,0 +1,222 @@
+"""`rlrecipes report`: metrics from both real log formats (written here by verl's own loggers), restarts,
+truncated lines, missing metrics, and the written report."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from rlrecipes.cli import main
+from rlrecipes.errors import RecipeError
+from rlrecipes.report.metrics import (
+    Launch, combine, discover, headline, load_run, parse_console_line, parse_value, read_console, read_jsonl,
+)
+
+# One launch of a run, as verl's trainer logs it: validation at the first step, then training steps with
+# numpy scalars (the reducers return them). Values encode (launch, step) so a test can tell them apart.
+LOGGER_SCRIPT = r'''
+import os, sys, json
+import numpy as np
+mode, path, first, last, launch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+if mode == "file":
+    os.environ["VERL_FILE_LOGGER_PATH"] = path
+from verl.utils.tracking import Tracking
+tracker = Tracking(project_name="rl", experiment_name="t", default_backend=[mode])
+tracker.log(data={"val-core/openai/gsm8k/reward/mean@1": np.float64(0.1 * launch + 0.01 * first)}, step=first)
+for step in range(first + 1, last + 1):
+    data = {
+        "critic/score/mean": np.float64(100 * launch + step),
+        "actor/grad_norm": np.float32(0.5),
+        "actor/kl_loss": np.float64(0.001 * step),
+        "actor/entropy": 1.25,
+        "response_length/mean": np.float64(200 + step),
+        "timing_s/step": 10.0, "timing_s/gen": 6.0, "timing_s/update_actor": 3.0,
+        "perf/throughput": np.float64(1500.0), "perf/total_num_tokens": np.int64(1000),
+    }
+    if step % 3 == 0:
+        data["val-core/openai/gsm8k/reward/mean@1"] = np.float64(0.1 * launch + 0.01 * step)
+    tracker.log(data=data, step=step)
+'''
+
+
+def write_launch(run_in_verl, tmp_path: Path, version: str, mode: str, path: Path, first: int, last: int,
+                 launch: int) -> None:
+    script = tmp_path / "logger_script.py"
+    script.write_text(LOGGER_SCRIPT)
+    code = f"import runpy, sys; sys.argv = ['x', {mode!r}, {str(path)!r}, '{first}', '{last}', '{launch}']; " \
+           f"runpy.run_path({str(script)!r}, run_name='__main__')"
+    proc = run_in_verl(version, code, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if mode == "console":  # the run's console-<stamp>.log is a tee of the trainer's stdout
+        path.write_text(proc.stdout)
+
+
+def cut_last_line(path: Path, keep_fraction: float = 0.5) -> None:
+    """Simulate a process killed mid-write: the last line loses its tail and newline."""
+    data = path.read_bytes().rstrip(b"\n")
+    start = data.rfind(b"\n") + 1
+    path.write_bytes(data[: start + int((len(data) - start) * keep_fraction)])
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("version, mode, pattern", [
+    ("0.8.0", "file", "metrics-{}.jsonl"),
+    ("0.5.0", "console", "console-{}.log"),
+])
+def test_restarted_and_truncated_run_from_real_loggers(run_in_verl, tmp_path, version, mode, pattern):
+    log_dir = tmp_path / "logs" / "tiny"
+    log_dir.mkdir(parents=True)
+    first_file = log_dir / pattern.format("20260101T000000Z")
+    second_file = log_dir / pattern.format("20260101T010000Z")
+    # Launch 1 ran steps 0..6 and died while writing step 6; launch 2 resumed from the step-4 checkpoint.
+    write_launch(run_in_verl, tmp_path, version, mode, first_file, 0, 6, launch=1)
+    cut_last_line(first_file)
+    write_launch(run_in_verl, tmp_path, version, mode, second_file, 4, 9, launch=2)
+
+    run = load_run(log_dir)
+    assert sorted(run.steps) == list(range(0, 10))
+    assert run.series("critic/score/mean") == ([1, 2, 3, 5, 6, 7, 8, 9], [101, 102, 103, 205, 206, 207, 208, 209])
+    assert run.restarts == [4]
+    assert run.launches[0].truncated and not run.launches[1].truncated
+    assert any("cut off" in w for w in run.warnings)
+    assert any("resumed at step 4" in w for w in run.warnings)
+    acc_steps, acc = run.series("val-core/openai/gsm8k/reward/mean@1")
+    assert acc_steps == [0, 3, 4, 6, 9]
+    assert acc == pytest.approx([0.1, 0.13, 0.24, 0.26, 0.29])
+    head = headline(run)
+    assert (head["start_accuracy"], head["end_accuracy"]) == pytest.approx((0.1, 0.29))
+    assert head["best_step"] == 9 and head["restarts"] == 1
+    assert head["train_seconds"] == pytest.approx(10.0 * 8)
+    assert head["tokens"] == 8000
+
+    out = tmp_path / "report"
+    assert main(["report", str(log_dir), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "0.1000 (step 0) -> 0.2900 (step 9)" in md
+    assert "0.2900 at step 9" in md
+    assert "1 restart(s)" in md
+    for name in ("reward", "val_accuracy", "kl", "grad_norm", "entropy", "response_length", "step_time",
+                 "throughput", "overview"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert not (out / "gpu_memory.png").exists()  # not logged in this run
+    assert "Not logged in this run: gpu_memory." in md
+    html = (out / "report.html").read_text()
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
+    assert len(images) == 8 and all(base64.b64decode(i)[:4] == b"\x89PNG" for i in images)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["headline"]["last_step"] == 9
+
+
+# Console logger lines, literally: the first one is what a Ray driver printed for verl 0.5.0's
+# LocalLogger in a TaskRunner actor (captured here with ray 2.49.2, numpy 1.26); numpy >= 2 prints
+# scalars through pprint as np.float64(...).
+CONSOLE_CASES = [
+    ("\x1b[36m(TaskRunner pid=22006)\x1b[0m step:1 - critic/score/mean:0.25 - actor/grad_norm:1.5 - "
+     "timing_s/step:3.2 - response_length/clip_ratio:0",
+     (1, {"critic/score/mean": 0.25, "actor/grad_norm": 1.5, "timing_s/step": 3.2, "response_length/clip_ratio": 0.0})),
+    ("step:12 - critic/score/mean:np.float64(0.5) - actor/ppo_kl:np.float32(-1e-05) - perf/total_num_tokens:np.int64(4096)",
+     (12, {"critic/score/mean": 0.5, "actor/ppo_kl": -1e-05, "perf/total_num_tokens": 4096.0})),
+    ("step:0 - val-core/openai/gsm8k/reward/mean@1:0.375", (0, {"val-core/openai/gsm8k/reward/mean@1": 0.375})),
+    ("(TaskRunner pid=9) step:3 - actor/grad_norm:nan - x:True [repeated 2x across cluster]",
+     (3, {"actor/grad_norm": float("nan"), "x": 1.0})),
+    ("step:4", (4, {})),
+    ("(TaskRunner pid=9) Training Progress:  10%|#  | 1/10 [00:05<00:45]", None),
+    ("global_step:4 - foo:1", None),
+    ("validation generation end", None),
+    ("step:x - a:1", None),
+]
+
+
+@pytest.mark.parametrize("line, expected", CONSOLE_CASES)
+def test_parse_console_line(line, expected):
+    got = parse_console_line(line)
+    if expected is None:
+        assert got is None
+        return
+    assert got[0] == expected[0]
+    assert got[1].keys() == expected[1].keys()
+    for key, value in expected[1].items():
+        assert (math.isnan(got[1][key]) and math.isnan(value)) or got[1][key] == pytest.approx(value), key
+
+
+@pytest.mark.parametrize("text, value", [
+    ("0.5", 0.5), ("np.float64(0.5)", 0.5), ("numpy.float32(2.0)", 2.0), ("np.int64(-3)", -3.0), ("1e-05", 1e-05),
+    ("inf", float("inf")), ("True", 1.0), ("False", 0.0), ("'text'", None), ("tensor(0.5)", None), ("", None),
+])
+def test_parse_value(text, value):
+    assert parse_value(text) == value
+
+
+def test_jsonl_truncated_last_line_and_bad_middle_line(tmp_path):
+    path = tmp_path / "metrics-a.jsonl"
+    path.write_bytes(
+        b'{"step":1,"data":{"critic/score/mean":0.5,"actor/grad_norm":null}}\n'
+        b'not json\n'
+        b'{"step":2,"data":{"critic/score/mean":0.75,"note":"text"}}\n'
+        b'{"step":3,"data":{"critic/score/me'
+    )
+    launch = read_jsonl(path)
+    assert launch.truncated and launch.skipped_lines == 1
+    assert sorted(launch.steps) == [1, 2]
+    assert launch.steps[2] == {"critic/score/mean": 0.75}
+    assert math.isnan(launch.steps[1]["actor/grad_norm"])
+
+
+def test_console_truncated_last_line_keeps_complete_pairs(tmp_path):
+    path = tmp_path / "console-a.log"
+    path.write_text("step:1 - a:1.0 - b:2.0\nstep:2 - a:3.0 - b:4.12")  # b's value may be cut short
+    launch = read_console(path)
+    assert launch.truncated
+    assert launch.steps == {1: {"a": 1.0, "b": 2.0}, 2: {"a": 3.0}}
+
+
+def test_launches_sorted_by_stamp_and_jsonl_preferred(tmp_path):
+    (tmp_path / "metrics-2.jsonl").write_text('{"step": 3, "data": {"r": 30}}\n')
+    (tmp_path / "metrics-1.jsonl").write_text('{"step": 1, "data": {"r": 1}}\n{"step": 5, "data": {"r": 5}}\n')
+    (tmp_path / "console-1.log").write_text("step:1 - r:99\n")  # same launch as metrics-1: ignored
+    (tmp_path / "console-3.log").write_text("step:4 - r:40\n")  # a later launch with only a console log
+    assert [p.name for p in discover(tmp_path)] == ["metrics-1.jsonl", "metrics-2.jsonl", "console-3.log"]
+    run = load_run(tmp_path)
+    assert run.series("r") == ([1, 3, 4], [1.0, 30.0, 40.0])
+    assert run.restarts == [3, 4]
+
+
+def test_combine_skips_empty_launch_and_missing_metrics():
+    a = Launch(Path("metrics-1.jsonl"), "jsonl", "1", {1: {"critic/score/mean": 0.1}})
+    empty = Launch(Path("metrics-2.jsonl"), "jsonl", "2", {})
+    run = combine([empty, a])
+    assert run.steps == {1: {"critic/score/mean": 0.1}} and run.restarts == []
+    assert run.warnings == ["metrics-2.jsonl: no metrics"]
+    head = headline(run)
+    assert head["accuracy_metric"] is None and "start_accuracy" not in head and "train_seconds" not in head
+
+
+def test_report_with_only_reward_logged(tmp_path):
+    log = tmp_path / "console-x.log"
+    log.write_text("".join(f"(TaskRunner pid=1) step:{s} - critic/score/mean:{s / 10}\n" for s in range(1, 4)))
+    out = tmp_path / "rep"
+    assert main(["report", "--log", str(log), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "| Validation accuracy | not logged |" in md
+    assert "0.1000 -> 0.3000" in md
+    assert sorted(p.name for p in out.glob("*.png")) == ["overview.png", "reward.png"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["report", "--out", "x"], "nothing to report on"),
+    (["report", "/nonexistent/run", "--out", "x"], "run log directory not found"),
+    (["report", "--log", "/nonexistent.jsonl", "--out", "x"], "log file not found"),
+])
+def test_report_input_errors(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_report_empty_dir_is_an_error(tmp_path):
+    with pytest.raises(RecipeError, match="no metrics files"):
+        load_run(tmp_path)
