@@ -1,0 +1,154 @@
+"""The resolved plan of a run: batch arithmetic, schedule, checkpoints and disk. Pure functions of a
+ResolvedRun (plus the dataset manifest when the data stage has run)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rlrecipes.models import Architecture, arch_for_hub_id, arch_from_config, lora_param_count, param_count
+from rlrecipes.recipe import ResolvedRun
+
+# verl's defaults for the keys the plan reads (identical in 0.5.0 and 0.8.0).
+VERL_DEFAULTS = {
+    "actor_rollout_ref.rollout.n": 1,
+    "actor_rollout_ref.actor.ppo_epochs": 1,
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
+    "trainer.total_epochs": 30,
+    "trainer.total_training_steps": None,
+    "trainer.save_freq": -1,
+    "trainer.test_freq": -1,
+    "trainer.max_actor_ckpt_to_keep": None,
+    "trainer.max_critic_ckpt_to_keep": None,
+    "trainer.resume_mode": "auto",
+    "data.max_prompt_length": 512,
+    "data.max_response_length": 512,
+}
+
+
+def _get(run: ResolvedRun, key: str) -> Any:
+    return run.get(key, VERL_DEFAULTS.get(key))
+
+
+def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:
+    """Training rows: from the data stage's manifest when present, else the recipe's known size."""
+    manifest = run.data_dir / "manifest.json"
+    if manifest.is_file():
+        try:
+            data = json.loads(manifest.read_text())
+            return int(data["splits"]["train"]["rows"]), str(manifest)
+        except (ValueError, KeyError, TypeError):
+            pass
+    return run.recipe.dataset.train_rows, "recipe (dataset size known in advance)"
+
+
+def architecture(run: ResolvedRun) -> Architecture | None:
+    config = run.model_path / "config.json"
+    if config.is_file():
+        try:
+            return arch_from_config(json.loads(config.read_text()))
+        except (ValueError, KeyError):
+            pass
+    return arch_for_hub_id(run.recipe.model.hub_id)
+
+
+def checkpoint_bytes(run: ResolvedRun, arch: Architecture | None) -> dict[str, int] | None:
+    """Bytes one verl checkpoint takes: FSDP model shards hold fp32 master weights, the optimizer
+    Adam's two fp32 moments of the trainable parameters (LoRA: only the adapter)."""
+    if arch is None:
+        return None
+    params = param_count(arch)
+    lora = lora_param_count(arch, run.lora_rank) if run.lora_rank else 0
+    trainable = lora or params
+    parts = {"actor": (params + lora) * 4 + trainable * 8}
+    if run.use_critic:
+        parts["critic"] = params * 4 + params * 8
+    return parts
+
+
+def build_plan(run: ResolvedRun) -> dict[str, Any]:
+    n_gpus = run.profile.n_gpus
+    batch = int(_get(run, "data.train_batch_size"))
+    n = int(_get(run, "actor_rollout_ref.rollout.n"))
+    mini = int(_get(run, "actor_rollout_ref.actor.ppo_mini_batch_size"))
+    micro = _get(run, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    sp = int(_get(run, "actor_rollout_ref.actor.ulysses_sequence_parallel_size"))
+    ppo_epochs = int(_get(run, "actor_rollout_ref.actor.ppo_epochs"))
+    rows, rows_source = dataset_rows(run)
+    epochs = int(_get(run, "trainer.total_epochs"))
+    steps_per_epoch = rows // batch if rows else None  # verl's train dataloader drops the last partial batch
+    total = _get(run, "trainer.total_training_steps")
+    total_steps = int(total) if total else (steps_per_epoch * epochs if steps_per_epoch is not None else None)
+
+    per_gpu_mini = mini * n // max(1, n_gpus // sp)
+    save_freq = int(_get(run, "trainer.save_freq"))
+    saves = []
+    if total_steps and save_freq > 0:
+        saves = [s for s in range(save_freq, total_steps + 1, save_freq)]
+        if saves[-1:] != [total_steps]:
+            saves.append(total_steps)  # verl also saves at the last step
+    keep = _get(run, "trainer.max_actor_ckpt_to_keep")
+    arch = architecture(run)
+    ckpt = checkpoint_bytes(run, arch)
+    one = sum(ckpt.values()) if ckpt else None
+    kept = min(len(saves), int(keep)) if keep else len(saves)
+    disk = (kept + 1) * one if one is not None and saves else None  # + one save in flight
+    mem = None
+    try:  # the memory planner (rlrecipes.memory) is optional for the plan
+        from rlrecipes.memory import estimate_memory
+
+        mem = estimate_memory(run).as_dict()
+    except ImportError:
+        pass
+    return {
+        "recipe": run.name,
+        "profile": run.profile.name,
+        "image": {"name": run.image.name, "tag": run.image.tag, "verl": run.image.verl, "cuda": run.image.cuda,
+                  "torch": run.image.torch, "dockerfile": run.image.dockerfile},
+        "hardware": {"nnodes": run.profile.nnodes, "gpus_per_node": run.profile.gpus_per_node, "gpus": n_gpus,
+                     "gpu": run.profile.gpu.name, "gpu_memory_gib": run.profile.gpu.memory_gib,
+                     "dtype": run.profile.dtype, "attention": run.profile.attention,
+                     "rollout": run.profile.rollout,
+                     "tensor_parallel": int(_get(run, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1)},
+        "algorithm": {"adv_estimator": run.get("algorithm.adv_estimator", "gae"), "critic": run.use_critic,
+                      "reference_policy": run.use_reference_policy, "lora_rank": run.lora_rank},
+        "batch": {
+            "prompts_per_step": batch,
+            "responses_per_prompt": n,
+            "responses_per_step": batch * n,
+            "ppo_mini_batch_prompts": mini,
+            "optimizer_steps_per_step": (batch // mini) * ppo_epochs if mini else None,
+            "responses_per_gpu_per_mini_batch": per_gpu_mini,
+            "micro_batch_per_gpu": micro,
+            "gradient_accumulation": per_gpu_mini // int(micro) if micro else None,
+            "max_tokens_per_response": int(_get(run, "data.max_prompt_length"))
+            + int(_get(run, "data.max_response_length")),
+        },
+        "schedule": {"train_rows": rows, "train_rows_source": rows_source, "epochs": epochs,
+                     "steps_per_epoch": steps_per_epoch, "total_steps": total_steps,
+                     "test_freq": _get(run, "trainer.test_freq")},
+        "checkpoints": {"dir": str(run.ckpt_dir), "save_freq": save_freq, "save_steps": saves,
+                        "keep_last": keep, "resume_mode": _get(run, "trainer.resume_mode"),
+                        "bytes_per_checkpoint": one, "parts": ckpt,
+                        "disk_needed_bytes": disk,
+                        "disk_note": "kept checkpoints + one save in flight"},
+        "memory": mem,
+        "loggers": run.variables["LOGGER"],
+        "logs": str(run.log_dir),
+        "launch": f"bash recipes/{run.name}.sh" if run.profile.name == run.recipe.profile else
+                  f"rlrecipes render {run.name} --profile {run.profile.name} --out runs/{run.name}",
+        "command": ["python3", "-m", "verl.trainer.main_ppo", *run.hydra_overrides()],
+        "warnings": run.warnings,
+    }
+
+
+def human_bytes(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    power = min(int(math.log(max(value, 1), 1024)), len(units) - 1)
+    return f"{value / 1024 ** power:.1f} {units[power]}"
+
+

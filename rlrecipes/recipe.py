@@ -1,0 +1,489 @@
+"""Recipes (what to train) + profiles (how to run it on given hardware) -> one verl launch.
+
+A recipe is `recipes/<name>.yaml`; a profile is `recipes/profiles/<name>.yaml`. Both are strict:
+an unknown key is an error naming the key path and the nearest valid names. Values for verl are
+Hydra dot paths (`data.train_batch_size: 1024`), the same syntax as command-line overrides.
+
+Precedence, lowest first: keys the engine derives from the recipe's structured fields (model,
+dataset, reward, logging) and from the profile's hardware knobs -> the profile's `verl:` block ->
+the recipe's `verl:` block (a recipe may pin a hardware knob its scale needs, e.g. smoke micro
+batches) -> command-line overrides.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlrecipes import overrides as ov
+from rlrecipes.errors import RecipeError
+from rlrecipes.images import IMAGES, Image
+from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
+
+PATH_DEFAULTS = {
+    "MODELS_DIR": "/workspace/models",
+    "DATA_DIR": "/workspace/data",
+    "CKPT_DIR": "/workspace/checkpoints",
+    "LOG_DIR": "/workspace/logs",
+}
+KNOWN_DATASETS = {"gsm8k": {"train_rows": 7473, "test_rows": 1319}}
+
+
+# ----------------------------------------------------------------------------------------- schema
+def _strict(data: Any, allowed: dict[str, bool], where: str) -> dict:
+    """Check a mapping's keys: `allowed` maps key -> required. Unknown keys fail with suggestions."""
+    if not isinstance(data, dict):
+        raise RecipeError(f"expected a mapping, got {type(data).__name__}", where=where)
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), list(allowed), n=3, cutoff=0.5)
+            hint = f"did you mean {', '.join(close)}?" if close else f"valid keys: {', '.join(allowed)}"
+            raise RecipeError(f"unknown key '{key}'", where=f"{where}.{key}" if where else str(key), hint=hint)
+    for key, required in allowed.items():
+        if required and key not in data:
+            raise RecipeError(f"missing required key '{key}'", where=where)
+    return data
+
+
+def _typed(value: Any, kind: type | tuple, where: str) -> Any:
+    if isinstance(value, bool) and kind in (int, float):
+        raise RecipeError(f"expected {kind.__name__}, got a boolean", where=where)
+    if not isinstance(value, kind):
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise RecipeError(f"expected {name}, got {type(value).__name__} ({value!r})", where=where)
+    return value
+
+
+def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
+    if value not in choices:
+        raise RecipeError(f"{value!r} is not one of {', '.join(choices)}", where=where)
+    return value
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError("file not found", where=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise RecipeError(f"malformed YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+    if not isinstance(data, dict):
+        raise RecipeError("a recipe or profile must be a YAML mapping", where=str(path))
+    return data
+
+
+def _verl_block(block: Any, where: str) -> dict[str, Any]:
+    if block is None:
+        return {}
+    _typed(block, dict, where)
+    flat = ov.flatten(block)
+    for key in flat:
+        bare = ov.bare_key(key)
+        if not bare or any(not part for part in bare.split(".")):
+            raise RecipeError(f"malformed verl key {key!r}", where=where)
+    return flat
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    memory_gib: float
+    compute_capability: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    path: Path
+    description: str
+    image_name: str
+    nnodes: int
+    gpus_per_node: int
+    gpu: GpuSpec
+    dtype: str
+    attention: str
+    rollout: str
+    tensor_parallel: int
+    gpu_memory_utilization: float | None
+    micro_batch_per_gpu: dict[str, int]
+    offload: dict[str, bool]
+    gradient_checkpointing: bool
+    verl: dict[str, Any]
+
+    @property
+    def image(self) -> Image:
+        return IMAGES[self.image_name]
+
+    @property
+    def n_gpus(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    hub_id: str
+    dir_name: str
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    dir_name: str
+    template: str
+    train_rows: int | None
+    test_rows: int | None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    path: Path
+    description: str
+    profile: str
+    profiles: tuple[str, ...]
+    model: ModelSpec
+    dataset: DatasetSpec
+    reward_mode: str
+    loggers: tuple[str, ...]
+    wandb: str
+    project: str
+    verl: dict[str, Any]
+
+
+def load_profile(name: str) -> Profile:
+    path = _resolve_file(name, profiles_dir(), "profile")
+    data = _load_yaml(path)
+    where = str(path)
+    _strict(data, {"description": True, "image": True, "nnodes": False, "gpus_per_node": True, "gpu": True,
+                   "dtype": True, "attention": True, "rollout": True, "micro_batch_per_gpu": False,
+                   "offload": False, "gradient_checkpointing": False, "verl": False}, where)
+    image = _choice(data["image"], tuple(IMAGES), f"{where}: image")
+    gpu = _strict(data["gpu"], {"name": True, "memory_gib": True, "compute_capability": True}, f"{where}: gpu")
+    rollout = _strict(data["rollout"], {"engine": True, "tensor_parallel": False, "gpu_memory_utilization": False},
+                      f"{where}: rollout")
+    micro = _strict(data.get("micro_batch_per_gpu") or {}, {"actor": False, "log_prob": False, "critic": False},
+                    f"{where}: micro_batch_per_gpu")
+    offload = _strict(data.get("offload") or {}, {"param": False, "optimizer": False, "ref_param": False},
+                      f"{where}: offload")
+    engine = _choice(rollout["engine"], ("vllm", "sglang", "hf"), f"{where}: rollout.engine")
+    if engine not in IMAGES[image].rollout_engines:
+        raise RecipeError(f"rollout engine {engine!r} is not installed in image {image!r} "
+                          f"(it has: {', '.join(IMAGES[image].rollout_engines)})", where=f"{where}: rollout.engine")
+    return Profile(
+        name=path.stem, path=path, description=str(data["description"]).strip(), image_name=image,
+        nnodes=_typed(data.get("nnodes", 1), int, f"{where}: nnodes"),
+        gpus_per_node=_typed(data["gpus_per_node"], int, f"{where}: gpus_per_node"),
+        gpu=GpuSpec(str(gpu["name"]), float(_typed(gpu["memory_gib"], (int, float), f"{where}: gpu.memory_gib")),
+                    str(gpu["compute_capability"])),
+        dtype=_choice(data["dtype"], ("bf16", "fp16", "fp32"), f"{where}: dtype"),
+        attention=_choice(data["attention"], ("flash_attention_2", "sdpa", "eager"), f"{where}: attention"),
+        rollout=engine,
+        tensor_parallel=_typed(rollout.get("tensor_parallel", 1), int, f"{where}: rollout.tensor_parallel"),
+        gpu_memory_utilization=rollout.get("gpu_memory_utilization"),
+        micro_batch_per_gpu={k: _typed(v, int, f"{where}: micro_batch_per_gpu.{k}") for k, v in micro.items()},
+        offload={k: _typed(v, bool, f"{where}: offload.{k}") for k, v in offload.items()},
+        gradient_checkpointing=_typed(data.get("gradient_checkpointing", True), bool,
+                                      f"{where}: gradient_checkpointing"),
+        verl=_verl_block(data.get("verl"), f"{where}: verl"),
+    )
+
+
+def load_recipe(name: str) -> Recipe:
+    path = _resolve_file(name, recipes_dir(), "recipe")
+    data = _load_yaml(path)
+    where = str(path)
+    _strict(data, {"description": True, "profile": True, "profiles": False, "model": True, "dataset": True,
+                   "reward": False, "logging": False, "verl": True}, where)
+    model = _strict(data["model"], {"hub_id": True, "dir": False}, f"{where}: model")
+    dataset = _strict(data["dataset"], {"name": True, "dir": False, "template": False, "train_rows": False,
+                                        "test_rows": False}, f"{where}: dataset")
+    reward = _strict(data.get("reward") or {}, {"mode": False}, f"{where}: reward")
+    logging = _strict(data.get("logging") or {}, {"project": False, "loggers": False, "wandb": False},
+                      f"{where}: logging")
+    loggers = tuple(logging.get("loggers", ["console", "file"]))
+    for logger in loggers:
+        _choice(logger, ("console", "file"), f"{where}: logging.loggers")
+    known = KNOWN_DATASETS.get(dataset["name"], {})
+    hub_id = _typed(model["hub_id"], str, f"{where}: model.hub_id")
+    profile = _typed(data["profile"], str, f"{where}: profile")
+    return Recipe(
+        name=recipe_name(path), path=path, description=str(data["description"]).strip(), profile=profile,
+        profiles=tuple(data.get("profiles") or [profile]),
+        model=ModelSpec(hub_id=hub_id, dir_name=str(model.get("dir") or hub_id.rstrip("/").rsplit("/", 1)[-1])),
+        dataset=DatasetSpec(
+            name=str(dataset["name"]), dir_name=str(dataset.get("dir") or dataset["name"]),
+            template=_choice(dataset.get("template", "verl"), ("verl", "think"), f"{where}: dataset.template"),
+            train_rows=dataset.get("train_rows", known.get("train_rows")),
+            test_rows=dataset.get("test_rows", known.get("test_rows")),
+        ),
+        reward_mode=_choice(reward.get("mode", "strict"), ("strict", "flexible", "think"), f"{where}: reward.mode"),
+        loggers=loggers,
+        wandb=_choice(logging.get("wandb", "auto"), ("auto", "disabled"), f"{where}: logging.wandb"),
+        project=str(logging.get("project", "rlrecipes")),
+        verl=_verl_block(data["verl"], f"{where}: verl"),
+    )
+
+
+def recipe_name(path: Path) -> str:
+    return path.resolve().relative_to(recipes_dir().resolve()).with_suffix("").as_posix()
+
+
+def _resolve_file(name: str, root: Path, kind: str) -> Path:
+    candidate = Path(name)
+    if candidate.suffix == ".yaml" and candidate.exists():
+        return candidate.resolve()
+    path = root / f"{name}.yaml"
+    if path.exists():
+        return path
+    names = list_profiles() if kind == "profile" else list_recipes()
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
+    hint = f"did you mean {', '.join(close)}?" if close else f"available: {', '.join(names)}"
+    raise RecipeError(f"no {kind} named {name!r}", where=str(path), hint=hint)
+
+
+def list_recipes() -> list[str]:
+    root = recipes_dir()
+    return sorted(recipe_name(p) for p in root.rglob("*.yaml") if profiles_dir() not in p.parents)
+
+
+def list_profiles() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+
+
+# ------------------------------------------------------------------------------- version quirks
+def _version_keys(verl: str) -> dict[str, str]:
+    """Where a setting lives in each pinned verl's config tree."""
+    if verl.startswith("0.5."):
+        return {
+            # FACTS: the key without the underscore is NOT honoured by 0.5.0
+            "attn": "+actor_rollout_ref.model.override_config._attn_implementation",
+            "reward_path": "custom_reward_function.path",
+            "reward_name": "custom_reward_function.name",
+            "reward_kwargs": "+custom_reward_function.reward_kwargs",
+            "ray_cpus": "ray_init.num_cpus",
+        }
+    return {
+        "attn": "+actor_rollout_ref.model.override_config.attn_implementation",
+        "reward_path": "reward.custom_reward_function.path",
+        "reward_name": "reward.custom_reward_function.name",
+        "reward_kwargs": "+reward.custom_reward_function.reward_kwargs",
+        "ray_cpus": "ray_kwargs.ray_init.num_cpus",
+    }
+
+
+def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[str, Any]:
+    verl = profile.image.verl
+    keys = _version_keys(verl)
+    out: dict[str, Any] = {
+        "trainer.n_gpus_per_node": profile.gpus_per_node,
+        "trainer.nnodes": profile.nnodes,
+        "actor_rollout_ref.rollout.name": profile.rollout,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": profile.tensor_parallel,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": profile.gradient_checkpointing,
+        keys["attn"]: profile.attention,
+    }
+    if profile.gpu_memory_utilization is not None:
+        out["actor_rollout_ref.rollout.gpu_memory_utilization"] = profile.gpu_memory_utilization
+    micro = profile.micro_batch_per_gpu
+    if "actor" in micro:
+        out["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] = micro["actor"]
+    if "log_prob" in micro:
+        out["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] = micro["log_prob"]
+        out["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = micro["log_prob"]
+    if "param" in profile.offload:
+        out["actor_rollout_ref.actor.fsdp_config.param_offload"] = profile.offload["param"]
+    if "optimizer" in profile.offload:
+        out["actor_rollout_ref.actor.fsdp_config.optimizer_offload"] = profile.offload["optimizer"]
+    if "ref_param" in profile.offload:
+        out["actor_rollout_ref.ref.fsdp_config.param_offload"] = profile.offload["ref_param"]
+    if uses_critic:
+        if "critic" in micro:
+            out["critic.ppo_micro_batch_size_per_gpu"] = micro["critic"]
+        critic_fsdp = "critic.model.fsdp_config" if verl.startswith("0.5.") else "critic.fsdp"
+        if "param" in profile.offload:
+            out[f"{critic_fsdp}.param_offload"] = profile.offload["param"]
+        if "optimizer" in profile.offload:
+            out[f"{critic_fsdp}.optimizer_offload"] = profile.offload["optimizer"]
+        out["critic.model.enable_gradient_checkpointing"] = profile.gradient_checkpointing
+    if profile.dtype == "fp32" and verl.startswith("0.5."):
+        # 0.5.0 computes in bf16 unless told otherwise; these are its config-level FP32 switches
+        # (FACTS.md); the autocast sites that config cannot reach are patched in the P40 image.
+        fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+        out["+actor_rollout_ref.actor.fsdp_config.model_dtype"] = "fp32"
+        out["+actor_rollout_ref.actor.fsdp_config.mixed_precision"] = fp32
+        out["+actor_rollout_ref.ref.fsdp_config.model_dtype"] = "fp32"
+        if uses_critic:
+            out["+critic.model.fsdp_config.model_dtype"] = "fp32"
+            out["+critic.model.fsdp_config.mixed_precision"] = dict(fp32)
+    if lora and verl.startswith("0.5.") and profile.rollout == "hf":
+        # FSDP1 + LoRA + HF rollout: "Must flatten tensors with uniform requires_grad when
+        # use_orig_params=False" (FACTS.md, seen on a real GPU)
+        out["+actor_rollout_ref.actor.fsdp_config.use_orig_params"] = True
+    return out
+
+
+# ---------------------------------------------------------------------------------- resolution
+ENGINE_KEYS = (
+    "actor_rollout_ref.model.path", "critic.model.path", "data.train_files", "data.val_files",
+    "trainer.logger", "trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
+    "custom_reward_function.path", "reward.custom_reward_function.path",
+)
+
+
+@dataclass
+class ResolvedRun:
+    recipe: Recipe
+    profile: Profile
+    overrides: dict[str, Any]
+    sources: dict[str, str]
+    variables: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.recipe.name
+
+    @property
+    def image(self) -> Image:
+        return self.profile.image
+
+    @property
+    def paths(self) -> dict[str, str]:
+        return {k: str(self.variables[k]) for k in PATH_DEFAULTS}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for prefix in ("", "+", "++"):
+            if prefix + key in self.overrides:
+                return ov.substitute(self.overrides[prefix + key], self.variables)
+        return default
+
+    @property
+    def model_path(self) -> Path:
+        return Path(self.get("actor_rollout_ref.model.path"))
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return Path(self.get("trainer.default_local_dir"))
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.variables["LOG_DIR"]) / self.name
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.variables["DATA_DIR"]) / self.recipe.dataset.dir_name
+
+    @property
+    def use_critic(self) -> bool:
+        estimator = self.get("algorithm.adv_estimator", "gae")
+        enable = self.get("critic.enable")
+        return bool(enable) if enable is not None else estimator == "gae"
+
+    @property
+    def use_reference_policy(self) -> bool:
+        return bool(self.get("actor_rollout_ref.actor.use_kl_loss", False)
+                    or self.get("algorithm.use_kl_in_reward", False))
+
+    @property
+    def lora_rank(self) -> int:
+        return int(self.get("actor_rollout_ref.model.lora_rank", 0) or 0)
+
+    def hydra_overrides(self) -> list[str]:
+        """Overrides with every ${VAR} substituted: what verl's compose / main_ppo receives."""
+        return [ov.format_override(k, ov.substitute(v, self.variables)) for k, v in self.overrides.items()]
+
+    def launcher_overrides(self) -> list[str]:
+        """Overrides as written into the generated launcher (${VAR} left for the shell)."""
+        return [ov.format_override(k, v) for k, v in self.overrides.items()]
+
+
+def _loggers(recipe: Recipe, verl: str) -> list[str]:
+    loggers = list(recipe.loggers)
+    if verl.startswith("0.5.") and "file" in loggers:
+        # 0.5.0 has no file logger; its console output is tee'd to LOG_DIR by the launcher instead.
+        loggers.remove("file")
+    return loggers
+
+
+def logger_value(recipe: Recipe, verl: str, wandb: bool) -> list[str]:
+    loggers = _loggers(recipe, verl)
+    return loggers + ["wandb"] if wandb and recipe.wandb == "auto" else loggers
+
+
+def resolve(name: str, profile: str | None = None, overrides: list[str] | None = None,
+            env: dict[str, str] | None = None) -> ResolvedRun:
+    env = dict(os.environ if env is None else env)
+    recipe = load_recipe(name)
+    prof = load_profile(profile or recipe.profile)
+    warnings = []
+    if prof.name not in recipe.profiles:
+        warnings.append(f"profile {prof.name!r} is not one this recipe was tuned for ({', '.join(recipe.profiles)})")
+    cli = ov.parse_cli(overrides or [])
+    verl = prof.image.verl
+    keys = _version_keys(verl)
+
+    for layer, block in (("profile", prof.verl), ("recipe", recipe.verl)):
+        for key in block:
+            if ov.bare_key(key) in ENGINE_KEYS:
+                raise RecipeError(f"'{key}' is derived by rlrecipes and cannot be set in a {layer}",
+                                  where=f"{prof.path if layer == 'profile' else recipe.path}: verl.{key}",
+                                  hint="set model.hub_id / dataset / logging in the recipe, or override it "
+                                       "on the command line")
+
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def put(block: dict[str, Any], source: str) -> None:
+        for key, value in block.items():
+            bare = ov.bare_key(key)
+            for existing in [k for k in merged if ov.bare_key(k) == bare]:
+                del merged[existing]  # a later layer replaces the value and its add/change prefix
+            merged[key] = value
+            sources[bare] = source
+
+    probe = {**recipe.verl, **{ov.bare_key(k): v for k, v in cli.items()}}
+    estimator = probe.get("algorithm.adv_estimator", "gae")
+    uses_critic = bool(probe["critic.enable"]) if probe.get("critic.enable") is not None else estimator == "gae"
+    lora = int(probe.get("actor_rollout_ref.model.lora_rank", 0) or 0) > 0
+
+    engine: dict[str, Any] = {
+        "actor_rollout_ref.model.path": "${MODELS_DIR}/" + recipe.model.dir_name,
+        "data.train_files": "${DATA_DIR}/" + recipe.dataset.dir_name + "/train.parquet",
+        "data.val_files": "${DATA_DIR}/" + recipe.dataset.dir_name + "/test.parquet",
+        keys["reward_path"]: "${REWARD_FN}",
+        keys["reward_name"]: "compute_score",
+        "trainer.logger": "${LOGGER}",
+        "trainer.project_name": recipe.project,
+        "trainer.experiment_name": recipe.name.replace("/", "-"),
+        "trainer.default_local_dir": "${CKPT_DIR}/" + recipe.name,
+    }
+    if recipe.reward_mode != "strict":
+        engine[keys["reward_kwargs"]] = {"mode": recipe.reward_mode}
+    if uses_critic:
+        engine["critic.model.path"] = "${MODELS_DIR}/" + recipe.model.dir_name
+    put(engine, "engine")
+    put(_profile_overrides(prof, uses_critic, lora), f"profile {prof.name}")
+    put(prof.verl, f"profile {prof.name}")
+    put(recipe.verl, f"recipe {recipe.name}")
+    put(cli, "command line")
+
+    wandb = bool(env.get("WANDB_API_KEY"))
+    variables: dict[str, Any] = {k: env.get(k, default) for k, default in PATH_DEFAULTS.items()}
+    variables["REWARD_FN"] = env.get("REWARD_FN", str(PACKAGE_DIR / "rewards" / "gsm8k.py"))
+    variables["LOGGER"] = logger_value(recipe, verl, wandb)
+    for key, value in merged.items():
+        unknown = ov.variables_in(value) - set(variables)
+        if unknown:
+            raise RecipeError(f"unknown variable(s) {', '.join(sorted(unknown))} in {key}",
+                              hint=f"known variables: {', '.join(sorted(variables))}")
+    return ResolvedRun(recipe=recipe, profile=prof, overrides=merged, sources=sources, variables=variables,
+                       warnings=warnings)

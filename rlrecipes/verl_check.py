@@ -1,0 +1,252 @@
+"""Validate composed verl configs with verl's own code. Runs INSIDE an environment that has the
+verl version being checked (the image, or .venvs/verl-<version>): `python -m rlrecipes.verl_check`
+reads {"jobs": [{"id": ..., "overrides": [...]}]} as JSON on stdin and prints one JSON result per job.
+
+Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any GPU work:
+1. compose `ppo_trainer` with Hydra from verl's own config tree -> unknown keys, bad types fail here;
+2. the version's own validation: 0.8.x `verl.utils.config.validate_config` (+ the rollout registry that
+   the worker consults); 0.5.0 `RayPPOTrainer._validate_config` plus the mini/micro batch checks that
+   0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py), reproduced below with their messages.
+This module imports only the stdlib at top level: it is loaded by a foreign interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import types
+
+# Keys that popular guides recommend but verl does not have, with verl's real name.
+KNOWN_MISNOMERS = {
+    "trainer.save_total_limit": ["trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep"],
+    "trainer.save_steps": ["trainer.save_freq"],
+    "trainer.eval_steps": ["trainer.test_freq"],
+    "trainer.num_train_epochs": ["trainer.total_epochs"],
+    "trainer.output_dir": ["trainer.default_local_dir"],
+    "actor_rollout_ref.actor.learning_rate": ["actor_rollout_ref.actor.optim.lr"],
+    "actor_rollout_ref.actor.lr": ["actor_rollout_ref.actor.optim.lr"],
+    "actor_rollout_ref.model.lora_r": ["actor_rollout_ref.model.lora_rank"],
+    "data.batch_size": ["data.train_batch_size"],
+}
+
+
+def _version() -> str:
+    import verl
+
+    return verl.__version__
+
+
+def _config_dir() -> str:
+    import verl
+
+    return os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+
+
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=_config_dir(), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def _key_of(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def _suggest(bad_key: str, base_cfg) -> list[str]:
+    from omegaconf import OmegaConf
+
+    if bad_key in KNOWN_MISNOMERS:
+        return KNOWN_MISNOMERS[bad_key]
+    parent, _, leaf = bad_key.rpartition(".")
+    node = OmegaConf.select(base_cfg, parent) if parent else base_cfg
+    # walk up to the deepest existing parent
+    while node is None and parent:
+        parent, _, leaf = parent.rpartition(".")
+        node = OmegaConf.select(base_cfg, parent) if parent else base_cfg
+    if not OmegaConf.is_dict(node):
+        return []
+    names = [k for k in node.keys() if isinstance(k, str)]
+    close = difflib.get_close_matches(leaf, names, n=3, cutoff=0.6)
+    # also match on any word of the leaf (save_total_limit -> ..._to_keep finds nothing; that is what the
+    # misnomer table is for), e.g. 'micro_batch' -> ppo_micro_batch_size_per_gpu
+    if not close:
+        words = [w for w in leaf.split("_") if len(w) > 3]
+        close = [n for n in names if any(w in n for w in words)][:3]
+    return [f"{parent}.{n}" if parent else n for n in close]
+
+
+def _composition_error(exc: Exception, overrides: list[str]) -> dict:
+    text = str(exc)
+    cause = exc.__cause__ or exc.__context__
+    detail = f"{text}\n{cause}" if cause else text
+    bad = None
+    match = re.search(r"Could not (?:override|append to config|delete from config)\s+'([^']+)'", detail)
+    if match:
+        bad = match.group(1)
+    else:
+        match = re.search(r"[Kk]ey '([^']+)' (?:is not in struct|not in)", detail)
+        if match:
+            leaf = match.group(1)
+            bad = next((_key_of(o) for o in overrides if _key_of(o).endswith("." + leaf) or _key_of(o) == leaf), leaf)
+    suggestions: list[str] = []
+    if bad:
+        try:
+            base = _compose([o for o in overrides if _key_of(o) != bad])
+            suggestions = _suggest(bad, base)
+        except Exception:  # noqa: BLE001 -- suggestions are best effort; the error itself stands
+            suggestions = []
+    kind = "unknown_key" if ("not in struct" in detail or "Could not override" in detail and "not in" in detail
+                             or "Key '" in detail) else "compose"
+    return {"ok": False, "kind": kind, "key": bad, "message": detail.strip().splitlines()[0] if bad is None else
+            f"'{bad}' is not a key of verl's config", "detail": detail.strip(), "suggestions": suggestions}
+
+
+def _check_050(cfg) -> tuple[bool, bool]:
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    use_critic = cfg.algorithm.adv_estimator == AdvantageEstimator.GAE
+    use_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
+    # 0.5.0 raises NotImplementedError for estimators it cannot run (ray_trainer.__init__).
+    known = {e.value for e in AdvantageEstimator}
+    if cfg.algorithm.adv_estimator not in known:
+        raise AssertionError(f"algorithm.adv_estimator={cfg.algorithm.adv_estimator!r} is not one of {sorted(known)}")
+    RayPPOTrainer._validate_config(types.SimpleNamespace(config=cfg, use_critic=use_critic, use_reference_policy=use_ref))
+    _worker_checks_050(cfg, use_critic)
+    return use_critic, use_ref
+
+
+def _worker_checks_050(cfg, use_critic: bool) -> None:
+    """Checks verl 0.5.0 runs only inside its GPU workers (fsdp_workers.py ActorRolloutRefWorker.__init__,
+    CriticWorker.__init__, _build_rollout), with the same arithmetic and messages."""
+    world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    actor = cfg.actor_rollout_ref.actor
+    sp = actor.get("ulysses_sequence_parallel_size", 1) or 1
+    n = cfg.actor_rollout_ref.rollout.n
+    mini = actor.ppo_mini_batch_size * n // (world // sp)
+    assert mini > 0, f"ppo_mini_batch_size {mini} should be larger than 0 after normalization"
+    micro = actor.ppo_micro_batch_size_per_gpu
+    if actor.ppo_micro_batch_size is not None:
+        micro = actor.ppo_micro_batch_size // (world // sp)
+    if micro is not None and not actor.use_dynamic_bsz:
+        assert mini % micro == 0, (
+            f"normalized ppo_mini_batch_size {mini} should be divisible by ppo_micro_batch_size_per_gpu {micro}")
+        assert mini // micro > 0, (
+            f"normalized ppo_mini_batch_size {mini} should be larger than ppo_micro_batch_size_per_gpu {micro}")
+    tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
+    assert world % tp == 0, f"rollout world_size: {world} is not divisible by infer_tp: {tp}"
+    name = cfg.actor_rollout_ref.rollout.name
+    if name not in ("hf", "vllm", "sglang"):
+        raise NotImplementedError(f"Rollout name: {name} is not supported")
+    if use_critic:
+        critic = cfg.critic
+        csp = critic.get("ulysses_sequence_parallel_size", 1) or 1
+        cmini = critic.ppo_mini_batch_size * n // (world // csp)
+        cmicro = critic.ppo_micro_batch_size_per_gpu
+        if critic.ppo_micro_batch_size is not None:
+            cmicro = critic.ppo_micro_batch_size // (world // csp)
+        if cmicro is not None and not critic.use_dynamic_bsz:
+            assert cmini % cmicro == 0, (
+                f"normalized ppo_mini_batch_size {cmini} should be divisible by ppo_micro_batch_size_per_gpu {cmicro}")
+            assert cmini // cmicro > 0, (
+                f"normalized ppo_mini_batch_size {cmini} should be larger than ppo_micro_batch_size_per_gpu {cmicro}")
+
+
+def _check_08x(cfg) -> tuple[bool, bool]:
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+
+    with contextlib.suppress(ImportError):
+        # main_ppo migrates the legacy reward keys before anything reads them
+        from verl.experimental.reward_loop import migrate_legacy_reward_impl
+
+        cfg = migrate_legacy_reward_impl(cfg)
+    use_critic, use_ref = need_critic(cfg), need_reference_policy(cfg)
+    if use_critic and not os.path.isdir(os.path.expanduser(str(cfg.critic.model.path))):
+        # 0.8's critic validation instantiates HFModelConfig, which reads the model directory.
+        raise FileNotFoundError(
+            f"critic.model.path: model directory {cfg.critic.model.path} does not exist (verl {_version()} reads "
+            "the critic's model config while validating); run `make model` or point MODELS_DIR at it")
+    rollout = cfg.actor_rollout_ref.rollout
+    if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
+        # CPU validation environments have no vLLM. validate_config's only vLLM-dependent step is the
+        # LoRA rank check (vllm_rollout/utils.py get_vllm_max_lora_rank, which needs vllm importable);
+        # run everything else unchanged and apply that check with the rank list verl itself falls
+        # back to when vllm.config.lora cannot be imported.
+        from omegaconf import OmegaConf, open_dict
+
+        masked = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+        with open_dict(masked):
+            masked.actor_rollout_ref.rollout.name = "vllm-absent"
+        validate_config(config=masked, use_reference_policy=use_ref, use_critic=use_critic)
+        lora = cfg.actor_rollout_ref.model.get("lora", {}) or {}
+        rank = lora.get("rank", 0) or cfg.actor_rollout_ref.model.get("lora_rank", 0)
+        if rank and not lora.get("merge", False):
+            allowed = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+            if rank > allowed[-1]:
+                raise ValueError(f"lora_rank must be less than or equal to {allowed[-1]}, but got {rank}")
+        print("NOTICE: vLLM is not installed here; LoRA rank checked against verl's fallback list of vLLM ranks.")
+    else:
+        validate_config(config=cfg, use_reference_policy=use_ref, use_critic=use_critic)
+    if (rollout.name, rollout.mode) not in _ROLLOUT_REGISTRY:
+        available = sorted({f"{n} ({m})" for n, m in _ROLLOUT_REGISTRY})
+        raise AssertionError(
+            f"Rollout {rollout.name} with mode {rollout.mode} not found; this verl supports: {', '.join(available)}")
+    return use_critic, use_ref
+
+
+def check(overrides: list[str]) -> dict:
+    import verl
+    from omegaconf import OmegaConf
+
+    version = verl.__version__
+    try:
+        cfg = _compose(overrides)
+    except Exception as exc:  # noqa: BLE001 -- Hydra raises several types; all are composition errors
+        return _composition_error(exc, overrides)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            if version.startswith("0.5."):
+                use_critic, use_ref = _check_050(cfg)
+            else:
+                use_critic, use_ref = _check_08x(cfg)
+    except Exception as exc:  # noqa: BLE001 -- verl validates with asserts and ValueErrors alike
+        return {"ok": False, "kind": "validation", "key": None, "message": f"{type(exc).__name__}: {exc}",
+                "detail": captured.getvalue(), "suggestions": []}
+    return {
+        "ok": True,
+        "verl": version,
+        "use_critic": bool(use_critic),
+        "use_reference_policy": bool(use_ref),
+        "notices": [line for line in captured.getvalue().splitlines() if line.strip()],
+        "config": OmegaConf.to_container(cfg, resolve=False),
+    }
+
+
+def main() -> int:
+    request = json.load(sys.stdin)
+    results = []
+    # verl and Ray print on import; keep stdout for the JSON answer only.
+    with contextlib.redirect_stdout(sys.stderr):
+        for job in request["jobs"]:
+            result = check(list(job["overrides"]))
+            result["id"] = job.get("id")
+            results.append(result)
+    json.dump({"results": results}, sys.stdout, default=str)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Entry point of the rlrecipes images: print the environment block, then run one stage.
+#
+#   entrypoint.sh STAGE [ARGS...]
+#
+# Stages (RECIPE and PROFILE come from the environment; PROFILE empty = the recipe's own profile):
+#   run        data (if missing) -> model (if missing) -> preflight -> resume-check -> train   [compose default]
+#   data       prepare the recipe's dataset as verl parquet under $DATA_DIR/<dataset dir> (skipped if present)
+#   model      download the recipe's base model into $MODELS_DIR
+#   preflight  check GPUs, memory, disk, shm, model and data
+#   train      preflight, then the recipe's launcher (extra ARGS are Hydra overrides); verl resumes by itself
+#   resume     resume-check (repair the checkpoint tracker), then train
+#   merge | eval | report | smoke | watchdog | healthcheck | env   the rlrecipes command of that name, with ARGS
+#   shell      an interactive shell (or, on RunPod, keep the pod alive for SSH/Jupyter)
+#   anything else is run as a command, e.g. `entrypoint.sh python3 -c 'import verl'`.
+#
+# On RunPod (RUNPOD_POD_ID set and /start.sh present) RunPod's own /start.sh runs in the background first, so
+# its SSH and Jupyter keep working whatever stage runs.
+set -euo pipefail
+
+: "${RLRECIPES_HOME:=/opt/rlrecipes}"
+: "${RECIPE:=}"
+: "${PROFILE:=}"
+: "${DATA_DIR:=/workspace/data}"
+: "${MODELS_DIR:=/workspace/models}"
+: "${CKPT_DIR:=/workspace/checkpoints}"
+: "${LOG_DIR:=/workspace/logs}"
+export RLRECIPES_HOME DATA_DIR MODELS_DIR CKPT_DIR LOG_DIR
+
+log() { printf '[entrypoint] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 2; }
+
+need_recipe() {
+    [ -n "$RECIPE" ] || die "set RECIPE (e.g. RECIPE=qwen2.5-0.5b-gsm8k-ppo); list them with: rlrecipes recipes"
+}
+
+profile_args() {
+    if [ -n "$PROFILE" ]; then printf '%s\n' --profile "$PROFILE"; fi
+}
+
+# A field of the resolved recipe, through the recipe engine (so the shell never parses YAML).
+recipe_field() {
+    python3 -c 'import sys
+from rlrecipes.recipe import resolve
+run = resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[])
+value = run
+for part in sys.argv[3].split("."):
+    value = getattr(value, part)
+print(value)' "$RECIPE" "$PROFILE" "$1"
+}
+
+start_runpod_services() {
+    if [ -n "${RUNPOD_POD_ID:-}" ] && [ -x /start.sh ]; then
+        log "RunPod pod ${RUNPOD_POD_ID}: starting /start.sh in the background (SSH, Jupyter)"
+        /start.sh >/var/log/runpod-start.log 2>&1 &
+    fi
+}
+
+print_env() {
+    rlrecipes env || log "warning: 'rlrecipes env' failed (exit $?); continuing"
+}
+
+stage_data() {
+    need_recipe
+    local out
+    out="$DATA_DIR/$(recipe_field recipe.dataset.dir_name)"
+    if [ -f "$out/manifest.json" ] && [ "${FORCE_DATA:-0}" != 1 ]; then
+        log "data: $out/manifest.json exists; skipping (FORCE_DATA=1 rebuilds)"
+        return 0
+    fi
+    rlrecipes data gsm8k --out "$out" --template "$(recipe_field recipe.dataset.template)" "$@"
+}
+
+stage_model() {
+    need_recipe
+    rlrecipes model "$RECIPE" --models-dir "$MODELS_DIR" "$@"
+}
+
+stage_preflight() {
+    need_recipe
+    local -a prof
+    mapfile -t prof < <(profile_args)
+    rlrecipes preflight "$RECIPE" "${prof[@]}" "$@"
+}
+
+stage_resume_check() {
+    need_recipe
+    local run_dir="$CKPT_DIR/$RECIPE"
+    if [ -d "$run_dir" ]; then
+        rlrecipes resume-check --root "$run_dir"
+    else
+        log "resume-check: no checkpoints at $run_dir yet; training starts at step 0"
+    fi
+}
+
+stage_train() {
+    need_recipe
+    stage_preflight
+    local launcher="$RLRECIPES_HOME/recipes/$RECIPE.sh"
+    if [ -n "$PROFILE" ]; then
+        # Another profile than the recipe's own: render a run directory with its launcher.
+        local out
+        out="$LOG_DIR/$RECIPE/run-$PROFILE"
+        rlrecipes render "$RECIPE" --profile "$PROFILE" --out "$out"
+        launcher="$out/train.sh"
+    fi
+    [ -f "$launcher" ] || die "no launcher at $launcher; regenerate with: rlrecipes launchers"
+    log "train: bash $launcher $*"
+    exec bash "$launcher" "$@"
+}
+
+main() {
+    local stage=${1:-shell}
+    [ "$#" -gt 0 ] && shift
+    start_runpod_services
+    case "$stage" in
+        shell)
+            print_env
+            if [ -n "${RUNPOD_POD_ID:-}" ] && [ ! -t 0 ]; then
+                log "RunPod without a terminal: staying up for SSH/Jupyter"
+                exec sleep infinity
+            fi
+            exec bash "$@" ;;
+        run)
+            print_env
+            stage_data
+            if [ ! -d "$MODELS_DIR/$(recipe_field recipe.model.dir_name)" ]; then stage_model; fi
+            stage_resume_check
+            stage_train "$@" ;;
+        data) print_env; stage_data "$@" ;;
+        model) stage_model "$@" ;;
+        preflight) print_env; stage_preflight "$@" ;;
+        train) print_env; stage_train "$@" ;;
+        resume) print_env; stage_resume_check; stage_train "$@" ;;
+        merge | eval | report | smoke | watchdog | healthcheck | env | plan | validate | score | smoke-assets)
+            exec rlrecipes "$stage" "$@" ;;
+        *) exec "$stage" "$@" ;;
+    esac
+}
+
+main "$@"
