@@ -9,6 +9,7 @@ or a changed line fails the image build with the file and site named instead of 
     python3 scripts/patch_verl_p40.py                    # patch the installed verl
     python3 scripts/patch_verl_p40.py --check            # report only; exit 1 if anything is unpatched
     python3 scripts/patch_verl_p40.py --verl-root DIR    # patch a verl package directory (DIR/verl-like)
+    python3 scripts/patch_verl_p40.py --skip critic-attn-implementation   # all but one site (to show its failure)
 
 Each site prints PATCHED (changed now), ALREADY (patched before) or MISMATCH (anchor not found exactly
 once). Running it twice changes nothing. Exit codes: 0 ok, 1 mismatch (or unpatched under --check),
@@ -182,8 +183,9 @@ def site_state(text: str, site: Site) -> tuple[str, str]:
     return MISMATCH, f"anchor found {n_anchor} times, patched text {n_patched} times (expected exactly one of them once)"
 
 
-def plan(root: Path) -> tuple[list[tuple[Site, str, str]], dict[str, str]]:
-    """States of all sites, and the new text of every file that has sites to patch (nothing written)."""
+def plan(root: Path, skip: frozenset[str] = frozenset()) -> tuple[list[tuple[Site, str, str]], dict[str, str]]:
+    """States of all sites, and the new text of every file that has sites to patch (nothing written).
+    Sites named in `skip` are checked but left as they are."""
     results: list[tuple[Site, str, str]] = []
     new_texts: dict[str, str] = {}
     for site in SITES:
@@ -195,7 +197,7 @@ def plan(root: Path) -> tuple[list[tuple[Site, str, str]], dict[str, str]]:
             new_texts[site.file] = path.read_text(encoding="utf-8")
         text = new_texts[site.file]
         state, detail = site_state(text, site)
-        if state == TODO:
+        if state == TODO and site.name not in skip:
             new_texts[site.file] = text.replace(site.anchor, site.patched, 1)
         results.append((site, state, detail))
     return results, new_texts
@@ -223,7 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verl-root", type=Path, default=None,
                         help="verl package directory (the one holding version/version); default: the installed verl")
     parser.add_argument("--check", action="store_true", help="report each site and change nothing; exit 1 unless all are patched")
+    parser.add_argument("--skip", action="append", default=[], metavar="SITE",
+                        help="leave this site unpatched (repeatable): to show what fails without it")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.skip) - {s.name for s in SITES})
+    if unknown:
+        print(f"error: --skip: unknown site(s) {unknown}; known: {', '.join(s.name for s in SITES)}", file=sys.stderr)
+        return 2
 
     root = args.verl_root or default_verl_root()
     if root is None:
@@ -239,14 +247,14 @@ def main(argv: list[str] | None = None) -> int:
               "(from 0.6.0 on the HF rollout is gone and the sites differ)", file=sys.stderr)
         return 2
 
-    results, new_texts = plan(root)
+    results, new_texts = plan(root, skip=frozenset(args.skip))
     mismatches = [(s, d) for s, state, d in results if state == MISMATCH]
-    todo = [s for s, state, _ in results if state == TODO]
+    todo = [s for s, state, _ in results if state == TODO and s.name not in args.skip]
 
     print(f"verl {version} at {root}{' (check only)' if args.check else ''}")
     for site, state, detail in results:
         shown = state
-        if state == TODO and not args.check and not mismatches:
+        if state == TODO and not args.check and not mismatches and site.name not in args.skip:
             shown = PATCHED
         line = f"  {shown:<9} {site.file}  [{site.name}]"
         if state == MISMATCH:
@@ -260,8 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {site.file} [{site.name}]: {detail}", file=sys.stderr)
         return 1
     if args.check:
-        if todo:
-            print(f"{len(todo)} of {len(SITES)} site(s) unpatched; run without --check to patch", file=sys.stderr)
+        if any(state == TODO for _, state, _ in results):
+            n_todo = sum(state == TODO for _, state, _ in results)
+            print(f"{n_todo} of {len(SITES)} site(s) unpatched; run without --check to patch", file=sys.stderr)
             return 1
         print(f"all {len(SITES)} sites patched")
         return 0
@@ -270,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     for rel in changed_files:
         _write_atomic(root / rel, new_texts[rel])
     print(f"{len(todo)} site(s) patched in {len(changed_files)} file(s); "
-          f"{len(SITES) - len(todo)} already patched")
+          f"{sum(state == ALREADY for _, state, _ in results)} already patched"
+          + (f"; left unpatched on request: {', '.join(args.skip)}" if args.skip else ""))
     return 0
 
 

@@ -245,3 +245,26 @@ def test_missing_site_file_is_a_mismatch(verl_copy):
     assert result.returncode == 1
     assert "workers/engine/fsdp/engine_impl.py [engine-flash-attn-import]: file not found" in result.stderr
     assert tree_digest(verl_copy) == before
+
+
+@pytest.mark.verl
+def test_skip_leaves_one_site_and_a_later_run_patches_only_it(verl_copy):
+    first = run_patch("--verl-root", str(verl_copy), "--skip", "critic-attn-implementation")
+    assert first.returncode == 0, first.stderr
+    states = site_lines(first.stdout)
+    assert states.pop("critic-attn-implementation") == "UNPATCHED"
+    assert set(states.values()) == {"PATCHED"}
+    text = (verl_copy / "workers/fsdp_workers.py").read_text()
+    assert 'attn_implementation="flash_attention_2",\n            trust_remote_code=config.model' in text
+
+    assert run_patch("--verl-root", str(verl_copy), "--check").returncode == 1
+    second = run_patch("--verl-root", str(verl_copy))
+    states = site_lines(second.stdout)
+    assert states.pop("critic-attn-implementation") == "PATCHED"
+    assert set(states.values()) == {"ALREADY"}
+    assert "1 site(s) patched in 1 file(s); 10 already patched" in second.stdout
+
+
+def test_skip_rejects_unknown_site_names(tmp_path):
+    result = run_patch("--verl-root", str(tmp_path), "--skip", "no-such-site")
+    assert result.returncode == 2 and "no-such-site" in result.stderr

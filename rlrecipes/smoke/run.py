@@ -1,0 +1,341 @@
+"""`rlrecipes smoke`: train the smoke recipes on this GPU, kill one mid-run, resume it, merge, check.
+
+For each smoke recipe (smoke-ppo, smoke-grpo-lora) on the stack that is installed here (the P40 stack,
+verl 0.5.0 + patch + HF rollout, where vLLM is absent; the A100 stack where it is present):
+
+  1. launch `python3 -m verl.trainer.main_ppo <the recipe's resolved overrides>` from a clean
+     checkpoint directory (4 steps, a checkpoint every 2),
+  2. kill the whole launch (process group) as soon as step 2 was logged, i.e. after its checkpoint
+     and tracker were written and step 3 began,
+  3. relaunch the same command: verl's resume_mode=auto must continue at step 3, not 1,
+  4. merge the last checkpoint into a Hugging Face model and load it,
+
+then check the logs and files and print a pass/fail table. The console of each launch is kept in
+LOG_DIR/<recipe>/console-<stamp>.log, as the launchers keep it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rlrecipes.errors import RecipeError, StageFailed
+from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.paths import PACKAGE_DIR, repo_root
+
+SMOKE_RECIPES = ("smoke-ppo", "smoke-grpo-lora")
+KILL_AFTER_STEP = 2
+# verl 0.5.0's console logger: "step:3 - critic/score/mean:0.0 - ...", prefixed by Ray's
+# "(TaskRunner pid=123) " when the trainer runs inside a Ray actor.
+_STEP_LINE = re.compile(r"(?:^|[\s)])step:(\d+) - (.*)$")
+_RESUMED = re.compile(r"Setting global step to (\d+)")
+_LOADED = re.compile(r"Load from checkpoint folder: (\S+)")
+REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+# ------------------------------------------------------------------------------- log parsing (pure)
+
+def parse_steps(text: str) -> dict[int, dict[str, float]]:
+    """{step: {metric: value}} from verl console output (the last line of a step wins)."""
+    steps: dict[int, dict[str, float]] = {}
+    for line in text.splitlines():
+        match = _STEP_LINE.search(line)
+        if not match:
+            continue
+        metrics: dict[str, float] = {}
+        for part in match.group(2).split(" - "):
+            key, sep, value = part.rpartition(":")
+            if not sep:
+                continue
+            try:
+                metrics[key.strip()] = float(value)
+            except ValueError:
+                continue
+        steps[int(match.group(1))] = metrics
+    return steps
+
+
+def resumed_from(text: str) -> int | None:
+    """The global step a launch resumed from ("Setting global step to N"), None if it started fresh."""
+    match = _RESUMED.search(text)
+    return int(match.group(1)) if match else None
+
+
+def expected_losses(use_critic: bool, use_kl_loss: bool) -> tuple[str, ...]:
+    keys = ["actor/pg_loss"]
+    if use_critic:
+        keys.append("critic/vf_loss")
+    if use_kl_loss:
+        keys.append("actor/kl_loss")
+    return tuple(keys)
+
+
+@dataclass
+class Check:
+    recipe: str
+    name: str
+    ok: bool
+    detail: str
+
+
+def check_metrics(recipe: str, steps: dict[int, dict[str, float]], losses: tuple[str, ...]) -> list[Check]:
+    checks = []
+    if not steps:
+        return [Check(recipe, "rewards and losses logged", False, "no `step:N - ...` line in the console log")]
+    missing, bad = [], []
+    for key in (REWARD_KEYS[0], *losses):
+        values = [m[key] for m in steps.values() if key in m]
+        if not values:
+            missing.append(key)
+        elif not all(math.isfinite(v) for v in values):
+            bad.append(key)
+    last = steps[max(steps)]
+    detail = ", ".join(f"{k}={last[k]:.4g}" for k in (REWARD_KEYS[0], *losses) if k in last)
+    if missing or bad:
+        detail = "; ".join(filter(None, [missing and f"missing {missing}", bad and f"not finite {bad}"]))
+    checks.append(Check(recipe, "rewards and losses logged", not missing and not bad,
+                        f"steps {sorted(steps)}: {detail}"))
+    return checks
+
+
+def check_first_launch(recipe: str, ckpt_dir: Path, killed: bool, steps: dict[int, dict[str, float]]) -> list[Check]:
+    step_dir = ckpt_dir / f"global_step_{KILL_AFTER_STEP}"
+    tracker = ckpt_dir / TRACKER
+    tracker_text = tracker.read_text().strip() if tracker.is_file() else None
+    return [
+        Check(recipe, "killed after step 3 began", killed and max(steps, default=0) == KILL_AFTER_STEP,
+              f"killed={killed}, last logged step {max(steps, default=None)}"),
+        Check(recipe, f"global_step_{KILL_AFTER_STEP} and tracker exist",
+              (step_dir / "actor").is_dir() and tracker_text == str(KILL_AFTER_STEP),
+              f"{step_dir.name}/actor {'present' if (step_dir / 'actor').is_dir() else 'MISSING'}, "
+              f"tracker={tracker_text!r}"),
+    ]
+
+
+def check_resume(recipe: str, text: str, steps: dict[int, dict[str, float]], rc: int, total: int) -> list[Check]:
+    start = resumed_from(text)
+    first = min(steps, default=None)
+    return [
+        Check(recipe, f"relaunch resumed at step {KILL_AFTER_STEP}",
+              start == KILL_AFTER_STEP and first == KILL_AFTER_STEP + 1,
+              f"resumed from {start}, first step logged {first}"),
+        Check(recipe, "relaunch finished", rc == 0 and max(steps, default=0) == total,
+              f"exit {rc}, last step {max(steps, default=None)} of {total}"),
+    ]
+
+
+# ----------------------------------------------------------------------------------- side effects
+
+@dataclass
+class Launch:
+    rc: int
+    killed: bool
+    text: str
+    console: Path
+    seconds: float
+
+
+def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: int | None = None,
+           timeout: float = 900, echo=sys.stdout) -> Launch:
+    """Run one training launch in its own process group, tee its output to `console`; with
+    kill_after_step, kill the group as soon as that step's metrics line appeared."""
+    console.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    killed = False
+    lines: list[str] = []
+    with open(console, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+                                bufsize=1, start_new_session=True, errors="replace")
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                log.write(line)
+                log.flush()
+                if echo is not None:
+                    echo.write(line)
+                if time.monotonic() - start > timeout:
+                    _kill_group(proc)
+                    raise StageFailed(f"launch ran past {timeout:.0f} s", where=str(console))
+                match = _STEP_LINE.search(line.rstrip("\n"))
+                if kill_after_step is not None and match and int(match.group(1)) >= kill_after_step:
+                    # The step's checkpoint and tracker are written before its metrics line, and the
+                    # next step starts right after it: this kill lands inside step kill_after_step + 1.
+                    time.sleep(0.5)
+                    _kill_group(proc)
+                    killed = True
+                    break
+        finally:
+            if proc.poll() is None and not killed:
+                _kill_group(proc)
+        rc = proc.wait()
+    return Launch(rc, killed, "".join(lines), console, time.monotonic() - start)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    # Ray's head processes (GCS, raylet) die with the driver (they are started fate-sharing with it),
+    # and take the worker processes with them.
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def detect_profile() -> str:
+    """The smoke profile for the stack installed here: vLLM -> A100 stack, else the P40 stack."""
+    return "any-1gpu-vllm" if importlib.util.find_spec("vllm") is not None else "any-1gpu"
+
+
+def check_patch(python: str) -> Check:
+    script = repo_root() / "scripts" / "patch_verl_p40.py"
+    result = subprocess.run([python, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    lines = [ln.strip() for ln in (result.stdout + result.stderr).splitlines() if ln.strip()]
+    return Check("stack", "verl 0.5.0 P40 patch applied", result.returncode == 0, lines[-1] if lines else "")
+
+
+def merge_and_compare(ckpt_dir: Path, base_dir: Path, out_dir: Path, python: str, env: dict[str, str],
+                      recipe: str) -> Check:
+    """Merge the last checkpoint with `rlrecipes merge` (a subprocess, in the training interpreter)
+    and check that the result loads as a causal LM whose weights differ from the base model."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cmd = [python, "-m", "rlrecipes", "merge", str(ckpt_dir), "--out", str(out_dir)]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        return Check(recipe, "merge -> loadable model, weights moved", False,
+                     f"`{' '.join(cmd[1:])}` exit {result.returncode}: {' | '.join(tail)}")
+    code = (
+        "import json, sys, torch\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "merged = AutoModelForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32).state_dict()\n"
+        "base = AutoModelForCausalLM.from_pretrained(sys.argv[2], torch_dtype=torch.float32).state_dict()\n"
+        "assert merged.keys() == base.keys(), sorted(set(merged) ^ set(base))[:5]\n"
+        "diff = {k: (merged[k] - base[k]).abs().max().item() for k in base}\n"
+        "print(json.dumps({'tensors': len(diff), 'changed': sum(v > 0 for v in diff.values()),"
+        " 'max_abs_diff': max(diff.values())}))\n"
+    )
+    result = subprocess.run([python, "-c", code, str(out_dir), str(base_dir)], capture_output=True, text=True,
+                            env=env, timeout=600)
+    if result.returncode != 0:
+        tail = result.stderr.strip().splitlines()[-2:]
+        return Check(recipe, "merge -> loadable model, weights moved", False, f"load failed: {' | '.join(tail)}")
+    stats = json.loads(result.stdout.strip().splitlines()[-1])
+    return Check(recipe, "merge -> loadable model, weights moved", stats["changed"] > 0,
+                 f"{stats['changed']}/{stats['tensors']} tensors changed, max |diff| {stats['max_abs_diff']:.3g}")
+
+
+def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str, echo, timeout: float,
+                 extra: list[str]) -> tuple[list[Check], dict]:
+    from rlrecipes.recipe import resolve
+
+    env = dict(os.environ)
+    env.update({
+        "MODELS_DIR": assets["models_dir"],
+        "DATA_DIR": assets["data_dir"],
+        "CKPT_DIR": str(work / "checkpoints"),
+        "LOG_DIR": str(work / "logs"),
+        "REWARD_FN": str(PACKAGE_DIR / "smoke" / "reward.py"),
+        "RAY_DEDUP_LOGS": "0",
+        "PYTHONUNBUFFERED": "1",
+        "WANDB_MODE": "offline",
+    })
+    # The reward file imports rlrecipes inside verl's Ray workers, which inherit this environment.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")]))
+    run = resolve(name, profile=profile, overrides=extra, env=env)
+    total = int(run.get("trainer.total_training_steps"))
+    if int(run.get("trainer.save_freq")) != KILL_AFTER_STEP or total <= KILL_AFTER_STEP + 1:
+        raise RecipeError(f"the smoke check needs save_freq={KILL_AFTER_STEP} and more than "
+                          f"{KILL_AFTER_STEP + 1} steps; got save_freq={run.get('trainer.save_freq')}, "
+                          f"total_training_steps={total}", where=str(run.recipe.path))
+    cmd = [python, "-m", "verl.trainer.main_ppo", *run.hydra_overrides()]
+    ckpt = run.ckpt_dir
+    shutil.rmtree(ckpt, ignore_errors=True)  # a smoke run starts from scratch, always
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    env["VERL_FILE_LOGGER_PATH"] = str(run.log_dir / f"metrics-{stamp}-1.jsonl")
+    first = launch(cmd, env, run.log_dir / f"console-{stamp}-1.log", KILL_AFTER_STEP, timeout, echo)
+    first_steps = parse_steps(first.text)
+    checks = check_first_launch(name, ckpt, first.killed, first_steps)
+    env["VERL_FILE_LOGGER_PATH"] = str(run.log_dir / f"metrics-{stamp}-2.jsonl")
+    second = launch(cmd, env, run.log_dir / f"console-{stamp}-2.log", None, timeout, echo)
+    second_steps = parse_steps(second.text)
+    checks += check_resume(name, second.text, second_steps, second.rc, total)
+    use_kl = bool(run.get("actor_rollout_ref.actor.use_kl_loss", False))
+    checks += check_metrics(name, {**first_steps, **second_steps}, expected_losses(run.use_critic, use_kl))
+    if second.rc == 0:
+        checks.append(merge_and_compare(ckpt, run.model_path, work / "merged" / name, python, env, name))
+    else:
+        checks.append(Check(name, "merge -> loadable model, weights moved", False, "skipped: training failed"))
+    timing = {"recipe": name, "profile": profile, "first_launch_s": round(first.seconds, 1),
+              "second_launch_s": round(second.seconds, 1), "consoles": [str(first.console), str(second.console)],
+              "command": cmd}
+    return checks, timing
+
+
+def print_table(checks: list[Check]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="smoke")
+    for col in ("recipe", "check", "result", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(c.recipe, c.name, "[green]PASS[/]" if c.ok else "[red]FAIL[/]", c.detail)
+    Console(width=160).print(table)
+
+
+def smoke_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--work", type=Path, default=Path("runs/smoke"),
+                        help="working directory: assets/, checkpoints/, logs/, merged/, summary.json "
+                             "(default: runs/smoke)")
+    parser.add_argument("--assets", type=Path, default=None,
+                        help="smoke-assets output to use (default: build it under WORK/assets)")
+    parser.add_argument("--recipe", action="append", choices=SMOKE_RECIPES, default=None,
+                        help="run only this smoke recipe (repeatable; default: all)")
+    parser.add_argument("--profile", default=None,
+                        help="profile to run on (default: any-1gpu-vllm where vLLM is installed, else any-1gpu)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per launch before it is killed")
+    parser.add_argument("--quiet", action="store_true", help="do not echo training output")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every launch")
+
+
+def smoke(args: argparse.Namespace) -> int:
+    from rlrecipes.smoke.assets import build_assets
+
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    profile = args.profile or detect_profile()
+    python = sys.executable
+    assets = build_assets(args.assets or work / "assets")
+    checks: list[Check] = []
+    timings = []
+    if profile == "any-1gpu":
+        checks.append(check_patch(python))
+    for name in args.recipe or SMOKE_RECIPES:
+        recipe_checks, timing = smoke_recipe(name, profile, work, assets, python,
+                                             None if args.quiet else sys.stdout, args.timeout, args.overrides)
+        checks += recipe_checks
+        timings.append(timing)
+    summary = {"profile": profile, "passed": all(c.ok for c in checks), "checks": [asdict(c) for c in checks],
+               "launches": timings}
+    atomic_write_text(work / "summary.json", json.dumps(summary, indent=2) + "\n")
+    print_table(checks)
+    print(f"summary: {work / 'summary.json'}")
+    return 0 if summary["passed"] else 1
