@@ -175,14 +175,20 @@ def resume_check(args: argparse.Namespace) -> int:
 
 
 def healthcheck_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group(required=True)
+    group = parser.add_mutually_exclusive_group()
     group.add_argument("--status", type=Path, metavar="FILE", help="the watchdog's status file")
-    group.add_argument("--root", type=Path, help="checkpoint root (status at <root>/.watchdog/status.json)")
+    group.add_argument("--root", type=Path, help="checkpoint root (status at <root>/.watchdog/status.json); "
+                                                 "default $CKPT_DIR")
     parser.add_argument("--max-age", type=float, default=None, metavar="S",
                         help="oldest acceptable status (default: 3 x the watchdog's interval + 30 s)")
 
 
 def healthcheck(args: argparse.Namespace) -> int:
+    if args.status is None and args.root is None:
+        if not os.environ.get("CKPT_DIR"):
+            raise RecipeError("no status file given", where="healthcheck",
+                              hint="pass --status FILE or --root DIR, or set CKPT_DIR")
+        args.root = Path(os.environ["CKPT_DIR"])
     path = args.status or default_status_path(args.root)
     try:
         status = read_status(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -89,7 +90,13 @@ class Watchdog:
     def _act(self, decided: Plan, findings: list[Finding]) -> list[dict]:
         done: list[dict] = []
         for fix in decided.fixes:
-            actions.write_tracker(fix.experiment, fix.new_step)
+            try:
+                actions.write_tracker(fix.experiment, fix.new_step)
+            except OSError as exc:
+                self.counters["errors"] += 1
+                findings.append(Finding(str(fix.experiment), "error", "tracker-repair-failed",
+                                        f"cannot rewrite the tracker: {exc.strerror}", fix.new_step))
+                continue
             self.counters["tracker_repairs"] += 1
             log.warning("%s: tracker was %s; rewrote it to step %d so auto-resume continues",
                         fix.experiment, fix.old, fix.new_step)
@@ -101,10 +108,17 @@ class Watchdog:
                 continue
             try:
                 actions.remove_checkpoint(self.root, d.path)
-            except (actions.UnsafePath, OSError) as exc:
+            except actions.UnsafePath as exc:
+                findings.append(Finding(str(d.experiment), "warn", "delete-refused", str(exc), d.step))
+                log.error("refused to delete %s: %s", d.path, exc)
+                continue
+            except OSError as exc:
+                # The budget cannot be enforced: as loud as running out of space.
                 self.counters["errors"] += 1
-                findings.append(Finding(str(d.experiment), "warn", "delete-failed", f"{d.path}: {exc}", d.step))
-                log.error("could not delete %s: %s", d.path, exc)
+                hint = (" (the watchdog's user cannot modify the trainer's files: see docs/watchdog.md, "
+                        "'Permissions')") if exc.errno in (errno.EACCES, errno.EPERM) else ""
+                findings.append(Finding(str(d.experiment), "error", "delete-failed",
+                                        f"cannot delete {d.path}: {exc.strerror}{hint}", d.step))
                 continue
             self.zips.forget_under(str(d.path))
             self.counters["deleted"] += 1
