@@ -1,0 +1,134 @@
+# rlrecipes: containerized verl recipes. `make` (or `make help`) lists the targets.
+# Every target delegates to the rlrecipes CLI or a script under scripts/; nothing here is logic.
+# Typical GPU host:  make build-p40 && make data model RECIPE=qwen2.5-0.5b-gsm8k-ppo && make train RECIPE=...
+# Any host:          make plan validate test
+
+# ---- what to run ------------------------------------------------------------------------------------------
+RECIPE ?= qwen2.5-3b-gsm8k-grpo-lora
+# Empty = the recipe's own profile (recipes/profiles/<name>.yaml), e.g. PROFILE=h100-80gb.
+PROFILE ?=
+# Docker's --gpus value for the stages that run in the image: all, 1, '"device=0,1"'.
+GPUS ?= all
+# Run name under CKPT_DIR/LOG_DIR that merge/eval/report read (default: the recipe's own run).
+RUN ?= $(RECIPE)
+# Extra Hydra overrides for train/resume, e.g. ARGS='trainer.total_epochs=2'; extra options for others.
+ARGS ?=
+# Head node address for ray-worker (host:port).
+HEAD ?=
+
+# ---- where things live ------------------------------------------------------------------------------------
+MODELS_DIR ?= /workspace/models
+DATA_DIR ?= /workspace/data
+CKPT_DIR ?= /workspace/checkpoints
+LOG_DIR ?= /workspace/logs
+
+# ---- tools ------------------------------------------------------------------------------------------------
+PYTHON ?= python3
+VENVS ?= .venvs
+VENV ?= $(VENVS)/dev
+RLRECIPES ?= $(VENV)/bin/rlrecipes
+PYTEST_ARGS ?=
+VERL_VERSIONS := 0.5.0 0.8.0
+VERL_STAMPS := $(foreach v,$(VERL_VERSIONS),$(VENVS)/verl-$(v)/.stamp)
+PROFILE_ARG = $(if $(PROFILE),--profile $(PROFILE))
+STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) RLRECIPES_PYTHON=$(VENV)/bin/python
+LOCAL_STAGE_ENV = $(STAGE_ENV) MODELS_DIR=$(MODELS_DIR) DATA_DIR=$(DATA_DIR) CKPT_DIR=$(CKPT_DIR) LOG_DIR=$(LOG_DIR) PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
+
+.DEFAULT_GOAL := help
+
+.PHONY: help env envs test lint lock bench \
+	build-a100 build-p40 build-watchdog \
+	plan validate launchers data model preflight train resume merge eval report monitor smoke \
+	ray-head ray-worker runpod-template
+
+help: ## list the targets (variables: RECIPE, PROFILE, GPUS, RUN, ARGS)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+# ---- environments -----------------------------------------------------------------------------------------
+env: $(VENV)/.stamp ## build the CPU test environment .venvs/dev from requirements/dev.txt
+
+$(VENV)/.stamp: requirements/dev.txt pyproject.toml
+	PYTHON=$(PYTHON) scripts/mkvenv.sh $(VENV) requirements/dev.txt
+
+envs: $(VERL_STAMPS) ## build .venvs/verl-0.5.0 and .venvs/verl-0.8.0 (real verl, CPU torch) for validation
+
+$(VENVS)/verl-%/.stamp: requirements/verl-%-cpu.txt pyproject.toml
+	PYTHON=$(PYTHON) scripts/mkvenv.sh $(VENVS)/verl-$* requirements/verl-$*-cpu.txt --with-repo
+
+# ---- checks -----------------------------------------------------------------------------------------------
+test: env envs ## run the default CPU test suite (docker tests too when a daemon can be started)
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: env ## hadolint, shellcheck, mbake validate, compose config for every profile, launchers --check
+	VENV=$(VENV) scripts/lint.sh
+
+lock: env ## re-resolve docker/pins/*.in into docker/*.lock (hashes) with uv
+	$(VENV)/bin/python scripts/lock.py
+
+bench: env ## run every benchmarks/bench_*.py and print their figures
+	$(VENV)/bin/python benchmarks/run.py
+
+# ---- images -----------------------------------------------------------------------------------------------
+build-a100: ## build the A100/H100 image (verl 0.8.0, vLLM, CUDA 12.8); needs a GPU host
+	scripts/require-gpu.sh build-a100
+	RLRECIPES_PYTHON=$(VENV)/bin/python scripts/build-image.sh a100
+
+build-p40: ## build the P40 image (verl 0.5.0 patched, HF rollout, CUDA 11.8); needs a GPU host
+	scripts/require-gpu.sh build-p40
+	RLRECIPES_PYTHON=$(VENV)/bin/python scripts/build-image.sh p40
+
+build-watchdog: ## build the checkpoint watchdog sidecar image (any host)
+	scripts/build-image.sh watchdog
+
+# ---- recipe stages ----------------------------------------------------------------------------------------
+plan: env ## print the resolved plan of RECIPE (image, GPUs, batches, steps, checkpoints, launch)
+	$(RLRECIPES) plan $(RECIPE) $(PROFILE_ARG)
+
+validate: env envs ## validate RECIPE against the real schema of its verl version (CPU)
+	$(RLRECIPES) validate $(RECIPE) $(PROFILE_ARG)
+
+launchers: env ## regenerate recipes/*.sh from the recipe YAML files
+	$(RLRECIPES) launchers
+
+data: env ## prepare RECIPE's dataset as verl parquet under DATA_DIR (skipped if present)
+	$(LOCAL_STAGE_ENV) scripts/entrypoint.sh data $(ARGS)
+
+model: env ## download RECIPE's base model into MODELS_DIR (honours HF_TOKEN, HF_HUB_OFFLINE=1)
+	$(LOCAL_STAGE_ENV) scripts/entrypoint.sh model $(ARGS)
+
+preflight: ## check GPUs, memory, disk, shm, model and data for RECIPE (in its image)
+	$(STAGE_ENV) scripts/in-image.sh preflight $(ARGS)
+
+train: ## train RECIPE in its image (preflight, then the launcher; resumes from the last checkpoint)
+	scripts/require-gpu.sh train
+	$(STAGE_ENV) scripts/in-image.sh train $(ARGS)
+
+resume: ## repair the checkpoint tracker of RECIPE, then train (continues at the last complete step)
+	scripts/require-gpu.sh resume
+	$(STAGE_ENV) scripts/in-image.sh resume $(ARGS)
+
+merge: ## merge RUN's latest checkpoint into a Hugging Face model under MODELS_DIR/RUN-merged
+	$(STAGE_ENV) scripts/in-image.sh merge $(CKPT_DIR)/$(RUN) --out $(MODELS_DIR)/$(RUN)-merged $(ARGS)
+
+eval: ## lm-eval GSM8K on the merged RUN against its base model
+	$(STAGE_ENV) scripts/in-image.sh eval $(MODELS_DIR)/$(RUN)-merged $(ARGS)
+
+report: env ## plots and a one-page report from RUN's logs
+	$(RLRECIPES) report $(LOG_DIR)/$(RUN) --out reports/$(RUN) $(ARGS)
+
+monitor: ## watch GPU use with nvitop (ARGS=--once prints once)
+	$(STAGE_ENV) scripts/in-image.sh nvitop $(ARGS)
+
+smoke: ## on a GPU: train the smoke recipes, kill, resume, merge; print a pass/fail table
+	scripts/require-gpu.sh smoke
+	$(STAGE_ENV) scripts/in-image.sh smoke $(ARGS)
+
+# ---- clusters and clouds ----------------------------------------------------------------------------------
+ray-head: ## start a Ray head node for a multi-node run (scripts/ray-node.sh)
+	scripts/ray-node.sh head $(ARGS)
+
+ray-worker: ## join this node to the Ray head at HEAD=host:port (scripts/ray-node.sh)
+	scripts/ray-node.sh worker $(HEAD) $(ARGS)
+
+runpod-template: env ## validate deploy/runpod/template.json and print the RunPod create command
+	$(RLRECIPES) runpod-template

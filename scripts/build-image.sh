@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Build one image from docker/<name>.Dockerfile, tagged as rlrecipes/images.py says.
+#   build-image.sh a100|p40|watchdog [--standin] [extra docker build args...]
+# --standin: CI mode against the stand-in base images (scripts/ci/standin-bases.sh): no GPU wheels, the
+# base's own Python; tagged rlrecipes/<name>:standin so it can never be mistaken for the real image.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+name=${1:?usage: build-image.sh a100|p40|watchdog [--standin] [docker build args...]}
+shift
+standin=0
+if [ "${1:-}" = --standin ]; then standin=1; shift; fi
+
+dockerfile="$repo/docker/$name.Dockerfile"
+[ -f "$dockerfile" ] || { echo "error: no $dockerfile (images: a100, p40, watchdog)" >&2; exit 2; }
+
+python=${RLRECIPES_PYTHON:-python3}
+case "$name" in
+    watchdog) tag="rlrecipes/watchdog:py3.12" ;;
+    *) tag=$(PYTHONPATH="$repo" "$python" -c 'import sys; from rlrecipes.images import IMAGES; print(IMAGES[sys.argv[1]].tag)' "$name") ;;
+esac
+
+args=()
+if [ "$standin" = 1 ]; then
+    tag="rlrecipes/$name:standin"
+    args+=(--build-arg SKIP_GPU_WHEELS=1 --build-arg PYTHON_SOURCE=base)
+fi
+
+# The daemon's own BuildKit (cache mounts) without needing the buildx plugin on older CLIs.
+export DOCKER_BUILDKIT=1
+echo "build-image: $tag from docker/$name.Dockerfile" >&2
+exec docker build -f "$dockerfile" -t "$tag" "${args[@]}" "$@" "$repo"

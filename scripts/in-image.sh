@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Run an entry-point stage where it belongs: directly when already inside an rlrecipes image
+# (RLRECIPES_IN_IMAGE=1), else in the recipe's image with `docker run` (GPUs, shm, memlock, the volumes).
+#   in-image.sh STAGE [ARGS...]        environment: RECIPE, PROFILE, GPUS (docker --gpus value), SHM_SIZE
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+stage=${1:?usage: in-image.sh STAGE [ARGS...]}
+shift
+
+if [ "${RLRECIPES_IN_IMAGE:-0}" = 1 ]; then
+    exec "$repo/scripts/entrypoint.sh" "$stage" "$@"
+fi
+
+: "${RECIPE:?set RECIPE (make sets it; see make help)}"
+: "${PROFILE:=}"
+command -v docker >/dev/null || { echo "error: docker not found; install Docker and the NVIDIA Container Toolkit" >&2; exit 2; }
+
+python=${RLRECIPES_PYTHON:-python3}
+image=${IMAGE:-$(PYTHONPATH="$repo" "$python" -c 'import sys
+from rlrecipes.recipe import resolve
+print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).image.tag)' "$RECIPE" "$PROFILE")}
+
+# The same named volumes as compose.yaml (project name "rlrecipes"), so make and compose share state.
+args=(--rm --gpus "${GPUS:-all}" --shm-size "${SHM_SIZE:-16g}"
+      --ulimit memlock=-1 --ulimit stack=67108864
+      -e RECIPE="$RECIPE" -e PROFILE="$PROFILE"
+      -v rlrecipes_data:/workspace/data -v rlrecipes_models:/workspace/models
+      -v rlrecipes_checkpoints:/workspace/checkpoints -v rlrecipes_hf-cache:/workspace/hf-cache
+      -v rlrecipes_logs:/workspace/logs)
+if [ -f "$repo/.env" ]; then args+=(--env-file "$repo/.env"); fi
+if [ -t 0 ] && [ -t 1 ]; then args+=(-it); fi
+
+exec docker run "${args[@]}" "$image" "$stage" "$@"
