@@ -339,3 +339,76 @@ def test_verl_naive_reward_manager_calls_the_scorer(run_in_verl, tmp_path, versi
         assert result["extra"]["pred"] == ["72", "72", "71", ""]
     else:
         assert result["extra"] == {}
+
+
+# `rlrecipes score`: saved generations, scored with the same function.
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_score_cli_lm_eval_samples(tmp_path, capsys):
+    from rlrecipes.cli import main
+
+    # lm-eval logs each doc once per filter with the same response; the target is the raw answer.
+    docs = [("so #### 72", "a\n#### 72", 1.0, 1.0), ("it is 1,000.", "b\n#### 1,000", 0.0, 1.0), ("#### 5", "c\n#### 6", 0.0, 0.0)]
+    rows = []
+    for i, (resp, target, strict, flexible) in enumerate(docs):
+        for name, em in (("strict-match", strict), ("flexible-extract", flexible)):
+            rows.append({"doc_id": i, "filter": name, "target": target, "resps": [[resp]], "exact_match": em})
+    path = _jsonl(tmp_path / "samples_gsm8k.jsonl", rows)
+    assert main(["score", str(path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["responses"] == 3
+    assert (result["response_key"], result["ground_truth_key"]) == ("resps", "target")
+    assert result["modes"]["strict"]["score"] == pytest.approx(1 / 3)
+    assert result["modes"]["flexible"]["score"] == pytest.approx(2 / 3)
+    # think: no response has the block (score 0); acc still reports the strictly-marked right answer.
+    assert result["modes"]["think"] == {"score": 0.0, "format": 0.0, "acc": pytest.approx(1 / 3)}
+    assert result["lm_eval_exact_match"] == {"strict-match": pytest.approx(1 / 3), "flexible-extract": pytest.approx(2 / 3)}
+
+
+def test_score_cli_verl_dump_and_parquet(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rlrecipes.cli import main
+
+    dump = _jsonl(
+        tmp_path / "0.jsonl",
+        [{"input": "q", "output": "<think>x</think>#### 72", "gts": "72", "score": 1.0, "step": 0},
+         {"input": "q", "output": "#### 71", "gts": "72", "score": 0.0, "step": 0}],
+    )
+    assert main(["score", str(dump), "--mode", "think"]) == 0
+    out = capsys.readouterr().out
+    assert "2 responses (output vs gts)" in out
+    assert "think         0.5000     0.5000     0.5000" in out
+    assert "strict" not in out.split("\n", 2)[2]
+
+    table = pa.Table.from_pylist(
+        [{"responses": ["#### 3", "#### 4"], "reward_model": {"ground_truth": "3", "style": "rule"}}]
+    )
+    pq.write_table(table, tmp_path / "gen.parquet")
+    assert main(["score", str(tmp_path / "gen.parquet"), "--json", "--mode", "strict"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["responses"], result["ground_truth_key"]) == (2, "reward_model.ground_truth")
+    assert result["modes"] == {"strict": {"score": 0.5, "acc": 0.5, "format": 1.0}}
+
+
+@pytest.mark.parametrize(
+    ("content", "argv", "message"),
+    [
+        ('{"output": "#### 1"}\n', [], "no ground truth field found"),
+        ('{"output": "#### 1", "gts": "1"}\nnot json\n', [], ":2: invalid JSON"),
+        ('{"output": "#### 1", "gts": "one"}\n', [], "record 0, field 'gts': ground truth 'one' is not a number"),
+        ('{"output": "#### 1", "gts": "1"}\n', ["--response-key", "text"], "response key 'text' not found"),
+        ("", [], "no records"),
+    ],
+)
+def test_score_cli_bad_input_exit_2(tmp_path, capsys, content, argv, message):
+    from rlrecipes.cli import main
+
+    path = tmp_path / "gen.jsonl"
+    path.write_text(content)
+    assert main(["score", str(path), *argv]) == 2
+    assert message in capsys.readouterr().err
