@@ -45,6 +45,7 @@ class Deletion:
     step: int
     bytes: int
     reason: str  # "interrupted" | "incomplete" | "keep-last" | "budget"
+    newest_mtime: float = 0.0  # as scanned: a newer write since then cancels the deletion
 
 
 @dataclass(frozen=True)
@@ -190,9 +191,9 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
                 protected.add(s.path)
                 continue
             if state in (INTERRUPTED, INCOMPLETE):
-                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, state))
+                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, state, s.newest_mtime))
             elif s.step not in keep:
-                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, "keep-last"))
+                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, "keep-last", s.newest_mtime))
             else:
                 budget_candidates.append(s)
         # The next save will be about as big as the last whole one; what is already written counts.
@@ -211,7 +212,7 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
         for s in sorted(budget_candidates, key=lambda s: (s.newest_mtime, s.step)):
             if room >= out.need_bytes:
                 break
-            out.deletions.append(Deletion(exp_of[s.path], s.path, s.step, s.bytes, "budget"))
+            out.deletions.append(Deletion(exp_of[s.path], s.path, s.step, s.bytes, "budget", s.newest_mtime))
             room += s.bytes
     out.room_after_bytes = room
     if room < out.need_bytes:

@@ -103,7 +103,7 @@ class Watchdog:
         for d in decided.deletions:
             # Look again right before deleting: a save may have started in this directory since the scan.
             fresh = tree_stats(d.path)
-            if time.time() - fresh.newest_mtime < self.config.retention.grace_s:
+            if fresh.newest_mtime > d.newest_mtime:
                 log.info("%s: written to since the scan, kept", d.path)
                 continue
             try:

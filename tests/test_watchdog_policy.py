@@ -1,0 +1,273 @@
+"""Pure watchdog logic with literal cases: step classification, retention, budget, tracker, sizes, health."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rlrecipes.watchdog.layout import Experiment, StepDir, Tracker, ZipCache, inspect_step, read_tracker
+from rlrecipes.watchdog.policy import Retention, classify, parse_size, plan
+from rlrecipes.watchdog.status import STATUS_VERSION, health, render_metrics
+
+NOW = 1_000_000.0
+GRACE = 60.0
+EXP = Path("/ckpt/run")
+
+
+def step(n: int, complete: bool = True, age: float = 3600, size: int = 100) -> StepDir:
+    return StepDir(EXP / f"global_step_{n}", n, size, 10, NOW - age, complete, "" if complete else "data.pt missing")
+
+
+def exp(tracker: Tracker, *steps: StepDir, path: Path = EXP) -> Experiment:
+    return Experiment(path, tracker, sorted(steps, key=lambda s: s.step))
+
+
+OK = lambda n, age=3600: Tracker("ok", n, str(n), NOW - age)  # noqa: E731
+
+
+@pytest.mark.parametrize(("case", "experiment", "states", "resume", "fix"), [
+    ("steady", exp(OK(3), step(1), step(2), step(3)),
+     {1: "complete", 2: "complete", 3: "complete"}, 3, None),
+    ("crash mid-save above tracker", exp(OK(2), step(1), step(2), step(3, complete=False)),
+     {1: "complete", 2: "complete", 3: "interrupted"}, 2, None),
+    ("whole dir above tracker", exp(OK(2), step(1), step(2), step(3)),
+     {1: "complete", 2: "complete", 3: "interrupted"}, 2, None),
+    ("save in progress", exp(OK(2), step(1), step(2), step(3, complete=False, age=5)),
+     {1: "complete", 2: "complete", 3: "writing"}, 2, None),
+    ("verl pruned actor/ only", exp(OK(3), step(1, complete=False), step(2), step(3)),
+     {1: "incomplete", 2: "complete", 3: "complete"}, 3, None),
+    ("tracker missing", exp(Tracker("missing"), step(1), step(2), step(3, complete=False)),
+     {1: "complete", 2: "complete", 3: "interrupted"}, 2, ("missing", 2)),
+    ("tracker empty", exp(Tracker("empty", None, "", NOW - 3600), step(4), step(8)),
+     {4: "complete", 8: "complete"}, 8, ("empty", 8)),
+    ("tracker empty while verl rewrites it", exp(Tracker("empty", None, "", NOW - 1), step(4), step(8)),
+     {4: "complete", 8: "complete"}, None, None),
+    ("tracker names a deleted step", exp(OK(9), step(4), step(8)),
+     {4: "complete", 8: "complete"}, 8, ("9", 8)),
+    ("tracker names an incomplete step", exp(OK(8), step(4), step(8, complete=False)),
+     {4: "complete", 8: "interrupted"}, 4, ("8", 4)),
+    ("tracker names a step being written", exp(OK(8), step(4), step(8, complete=False, age=1)),
+     {4: "complete", 8: "writing"}, 8, None),
+    ("broken tracker, newest whole dir still being written",
+     exp(Tracker("missing"), step(4), step(8, age=1)), {4: "complete", 8: "writing"}, 4, ("missing", 4)),
+])
+def test_classify(case, experiment, states, resume, fix):
+    got_states, got_resume, got_fix, _ = classify(experiment, NOW, GRACE)
+    assert got_states == states, case
+    assert got_resume == resume, case
+    assert (None if got_fix is None else (got_fix.old, got_fix.new_step)) == fix, case
+
+
+@pytest.mark.parametrize(("case", "experiment", "code"), [
+    ("nothing whole", exp(Tracker("missing"), step(1, complete=False)), "no-complete-checkpoint"),
+    ("dangling, only a save in flight", exp(OK(5), step(6, complete=False, age=1)), "no-complete-checkpoint"),
+    ("unparsable", exp(Tracker("unparsable", None, "abc", NOW - 3600), step(3)), "tracker-unparsable"),
+    ("dangling", exp(OK(5), step(3)), "tracker-dangling"),
+    ("incomplete", exp(OK(5), step(3), step(5, complete=False)), "tracker-incomplete"),
+])
+def test_tracker_findings(case, experiment, code):
+    _, _, _, findings = classify(experiment, NOW, GRACE)
+    assert [f.code for f in findings] == [code], case
+
+
+def _deleted(p) -> dict[int, str]:
+    return {d.step: d.reason for d in p.deletions}
+
+
+@pytest.mark.parametrize(("keep_last", "keep_every", "expected"), [
+    (1, None, {1: "keep-last", 2: "keep-last", 3: "keep-last", 4: "keep-last"}),
+    (2, None, {1: "keep-last", 2: "keep-last", 3: "keep-last"}),
+    (5, None, {}),
+    (1, 2, {1: "keep-last", 3: "keep-last"}),
+    (2, 3, {1: "keep-last", 2: "keep-last"}),
+])
+def test_retention(keep_last, keep_every, expected):
+    e = exp(OK(5), *(step(n) for n in range(1, 6)))
+    p = plan([e], NOW, Retention(keep_last, keep_every, GRACE), None)
+    assert _deleted(p) == expected
+    assert p.room_after_bytes is None and p.healthy
+
+
+def test_retention_never_deletes_what_is_being_written_or_the_newest_complete():
+    # 1 is below the tracker but incomplete and still written to (e.g. a copy in progress): hands off too.
+    e = exp(OK(2), step(1, complete=False, age=10), step(2, age=10), step(3, complete=False, age=10))
+    p = plan([e], NOW, Retention(1, None, GRACE), room_bytes=-10_000)
+    assert _deleted(p) == {}
+    assert not p.healthy
+
+
+def test_a_finished_save_below_the_tracker_is_not_protected_by_its_age():
+    # verl writes the tracker last: whole and at or below it means finished, however recent.
+    e = exp(OK(3), step(1, age=10), step(2, age=10), step(3, age=10))
+    assert _deleted(plan([e], NOW, Retention(1, None, GRACE), None)) == {1: "keep-last", 2: "keep-last"}
+
+
+@pytest.mark.parametrize(("room", "expected", "healthy"), [
+    (1000, {}, True),
+    (100, {}, True),  # exactly the next checkpoint's size
+    (99, {1: "budget"}, True),
+    (0, {1: "budget"}, True),
+    (-1, {1: "budget", 2: "budget"}, True),
+    (-100, {1: "budget", 2: "budget"}, True),
+    (-101, {1: "budget", 2: "budget"}, False),  # only the newest left and still short: alarm
+])
+def test_budget_deletes_oldest_first_and_alarms(room, expected, healthy):
+    e = exp(OK(3), step(1, age=300), step(2, age=200), step(3, age=100))
+    p = plan([e], NOW, Retention(3, None, GRACE), room)
+    assert _deleted(p) == expected
+    assert p.healthy is healthy
+    assert p.need_bytes == 100
+    if not healthy:
+        assert [f.code for f in p.findings] == ["budget-exceeded"]
+
+
+def test_budget_counts_what_a_save_in_flight_already_wrote():
+    e = exp(OK(2), step(1, size=1000), step(2, size=1000), step(3, complete=False, age=1, size=700))
+    p = plan([e], NOW, Retention(2, None, GRACE), room_bytes=300)
+    assert p.need_bytes == 300 and _deleted(p) == {}
+
+
+def test_budget_across_experiments_takes_the_oldest_first():
+    a = exp(OK(2), step(1, age=900), step(2, age=100), path=Path("/ckpt/a"))
+    b_steps = [StepDir(Path(f"/ckpt/b/global_step_{n}"), n, 100, 10, NOW - age, True) for n, age in ((10, 500), (20, 50))]
+    b = Experiment(Path("/ckpt/b"), OK(20), b_steps)
+    p = plan([a, b], NOW, Retention(5, None, GRACE), room_bytes=50)
+    assert [(d.experiment.name, d.step) for d in p.deletions] == [("a", 1)]
+    p = plan([a, b], NOW, Retention(5, None, GRACE), room_bytes=-60)
+    assert [(d.experiment.name, d.step) for d in p.deletions] == [("a", 1), ("b", 10)]
+
+
+def test_keep_last_below_one_is_refused():
+    with pytest.raises(ValueError, match="keep_last"):
+        plan([], NOW, Retention(0, None, GRACE), None)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("0", 0), ("1024", 1024), ("10B", 10), ("1K", 1024), ("1KiB", 1024), ("1KB", 1000), ("20G", 20 * 1024**3),
+    ("1.5GiB", int(1.5 * 1024**3)), ("2TB", 2 * 1000**4), ("500m", 500 * 1024**2), (" 3 M ", 3 * 1024**2),
+])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "G", "-1G", "1.2.3G", "10 gigs", "1e9", "10PB"])
+def test_parse_size_rejects(text):
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize(("content", "status", "step"), [
+    (None, "missing", None), ("", "empty", None), ("  \n", "empty", None), ("12", "ok", 12), ("12\n", "ok", 12),
+    (" 7 ", "ok", 7), ("global_step_12", "unparsable", None), ("1.5", "unparsable", None),
+    ("-3", "unparsable", None), ("0x10", "unparsable", None),
+])
+def test_read_tracker(tmp_path, content, status, step):
+    if content is not None:
+        (tmp_path / "latest_checkpointed_iteration.txt").write_text(content)
+    t = read_tracker(tmp_path)
+    assert (t.status, t.step) == (status, step)
+
+
+def _pt(path: Path, whole: bool = True) -> None:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data.pkl", b"x" * 200)
+    if not whole:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+
+
+def _make_role(d: Path, files: list[str]) -> None:
+    d.mkdir(parents=True)
+    for name in files:
+        if name.endswith(".pt"):
+            _pt(d / name)
+        else:
+            (d / name).write_text(json.dumps({}))
+
+
+W2 = [f"{k}_world_size_2_rank_{r}.pt" for k in ("model", "optim", "extra_state") for r in (0, 1)] + ["fsdp_config.json"]
+
+
+@pytest.mark.parametrize(("case", "actor", "critic", "data", "problem"), [
+    ("whole", W2, None, True, ""),
+    ("whole with critic", W2, W2, True, ""),
+    ("model only (save_contents=[model])", ["model_world_size_1_rank_0.pt", "fsdp_config.json"], None, True, ""),
+    ("no data.pt", W2, None, False, "data.pt missing"),
+    ("no actor", None, None, True, "actor/ missing"),
+    ("missing rank", [f for f in W2 if f != "optim_world_size_2_rank_1.pt"], None, True,
+     "actor/: optim shards missing for ranks [1] of world size 2"),
+    ("mixed world sizes", W2 + ["model_world_size_4_rank_0.pt"], None, True,
+     "actor/: shards from several world sizes [2, 4]"),
+    ("no fsdp_config.json", [f for f in W2 if f != "fsdp_config.json"], None, True, "actor/: fsdp_config.json missing"),
+    ("no model shards", [f for f in W2 if not f.startswith("model")], None, True,
+     "actor/: no model_world_size_*_rank_*.pt shards"),
+    ("critic incomplete", W2, W2[:1] + ["fsdp_config.json"], True,
+     "critic/: model shards missing for ranks [1] of world size 2"),
+])
+def test_inspect_step_completeness(tmp_path, case, actor, critic, data, problem):
+    d = tmp_path / "global_step_3"
+    d.mkdir()
+    if actor is not None:
+        _make_role(d / "actor", actor)
+    if critic is not None:
+        _make_role(d / "critic", critic)
+    if data:
+        _pt(d / "data.pt")
+    info = inspect_step(d, 3, ZipCache())
+    assert info.problem == problem, case
+    assert info.complete is (problem == "")
+
+
+def test_truncated_archives_are_incomplete_unless_the_zip_check_is_off(tmp_path):
+    d = tmp_path / "global_step_1"
+    d.mkdir()
+    _make_role(d / "actor", W2)
+    _pt(d / "data.pt", whole=False)
+    assert inspect_step(d, 1, ZipCache()).problem == "data.pt is truncated (not a whole torch.save archive)"
+    assert inspect_step(d, 1, ZipCache(enabled=False)).complete
+    _pt(d / "data.pt")
+    _pt(d / "actor" / "model_world_size_2_rank_1.pt", whole=False)
+    assert "model_world_size_2_rank_1.pt is truncated" in inspect_step(d, 1, ZipCache()).problem
+
+
+def _status(**kw) -> dict:
+    base = {"version": STATUS_VERSION, "time": NOW, "interval_s": 30, "healthy": True, "findings": []}
+    base.update(kw)
+    return base
+
+
+@pytest.mark.parametrize(("status", "now", "max_age", "healthy", "reason"), [
+    (_status(), NOW + 10, None, True, "healthy"),
+    (_status(), NOW + 119, None, True, "healthy"),  # 3 x 30 s + 30 s
+    (_status(), NOW + 121, None, False, "not running"),
+    (_status(), NOW + 5, 1.0, False, "not running"),
+    (_status(interval_s=None), NOW + 10_000, None, True, "healthy"),  # a --once status does not age
+    (_status(healthy=False, findings=[{"severity": "error", "experiment": "", "message": "budget cannot hold"}]),
+     NOW, None, False, "root: budget cannot hold"),
+    (_status(version=99), NOW, None, False, "unknown status version"),
+])
+def test_health(status, now, max_age, healthy, reason):
+    ok, why = health(status, now=now, max_age_s=max_age)
+    assert ok is healthy and reason in why
+
+
+def test_metrics_text_format():
+    status = _status(experiments=[{"name": 'we"ird', "newest_complete": 4, "steps": [
+        {"state": "complete", "bytes": 10}, {"state": "complete", "bytes": 10}, {"state": "writing", "bytes": 3}]}],
+        hogs=[{"name": "ray", "path": "/tmp/ray", "bytes": 77}], counters={"deleted": 5})
+    text = render_metrics(status)
+    lines = text.splitlines()
+    assert 'rlrecipes_watchdog_checkpoints{experiment="we\\"ird",state="complete"} 2' in lines
+    assert 'rlrecipes_watchdog_checkpoints{experiment="we\\"ird",state="writing"} 1' in lines
+    assert 'rlrecipes_watchdog_checkpoint_bytes{experiment="we\\"ird"} 23' in lines
+    assert 'rlrecipes_watchdog_hog_bytes{name="ray",path="/tmp/ray"} 77' in lines
+    assert "rlrecipes_watchdog_deleted_total 5" in lines
+    assert "rlrecipes_watchdog_healthy 1" in lines
+    # Every sample has a HELP and TYPE line for its family, as the exposition format requires.
+    families = {line.split()[2] for line in lines if line.startswith("# TYPE")}
+    for line in lines:
+        if not line.startswith("#"):
+            assert line.split("{")[0].split(" ")[0] in families
