@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         top.error(f"unknown command {name!r}; choose from: {', '.join(COMMANDS)}")
     parser, run = _command_parser(name)
-    args = parser.parse_args(argv[1:])
+    args = parser.parse_intermixed_args(argv[1:])
     try:
         return int(run(args) or 0)
     except RecipeError as exc:

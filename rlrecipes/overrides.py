@@ -46,6 +46,8 @@ def parse_cli(items: list[str], where: str = "command line") -> dict[str, Any]:
         if override.is_sweep_override():
             raise RecipeError(f"sweeps are not supported in an override: {item!r}", where=where)
         key = override.key_or_group
+        if not key or any(not part for part in key.split(".")):
+            raise RecipeError(f"override {item!r} has no key", where=where, hint="use key=value")
         if override.package:
             raise RecipeError(f"package overrides (@) are not supported: {item!r}", where=where)
         prefix = "~" if override.is_delete() else "++" if override.is_force_add() else "+" if override.is_add() else ""

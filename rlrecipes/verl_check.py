@@ -205,6 +205,18 @@ def _check_08x(cfg) -> tuple[bool, bool]:
     return use_critic, use_ref
 
 
+def _describe(exc: Exception) -> str:
+    """verl validates with bare asserts too: when there is no message, show the failing line of verl."""
+    import traceback
+
+    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    if str(exc).strip():
+        return text
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    where = frame.filename.split("site-packages/")[-1]
+    return f"{text} at {where}:{frame.lineno}: {(frame.line or '').strip()}"
+
+
 def check(overrides: list[str]) -> dict:
     import verl
     from omegaconf import OmegaConf
@@ -222,7 +234,7 @@ def check(overrides: list[str]) -> dict:
             else:
                 use_critic, use_ref = _check_08x(cfg)
     except Exception as exc:  # noqa: BLE001 -- verl validates with asserts and ValueErrors alike
-        return {"ok": False, "kind": "validation", "key": None, "message": f"{type(exc).__name__}: {exc}",
+        return {"ok": False, "kind": "validation", "key": None, "message": _describe(exc),
                 "detail": captured.getvalue(), "suggestions": []}
     return {
         "ok": True,
