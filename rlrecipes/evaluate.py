@@ -260,7 +260,8 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
         for start in range(0, len(frame), batch_size):
             chunk = frame.iloc[start:start + batch_size]
             prompts = [render(p) for p in chunk["prompt"]]
-            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False,
+                            return_token_type_ids=False).to(device)
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                      pad_token_id=tokenizer.pad_token_id)

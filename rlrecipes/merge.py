@@ -1,0 +1,559 @@
+"""`rlrecipes merge`: a verl FSDP checkpoint -> a Hugging Face model directory, LoRA fused, verified.
+
+1. verl's own merger (`python -m verl.model_merger merge --backend fsdp`) gathers the FSDP shards of
+   `global_step_N/actor`. It writes bf16 weights and, for a LoRA run, the adapter beside the base
+   weights without fusing it (verl #7285), with `lora_alpha: 0` in its adapter config.
+2. For a LoRA run the adapter is fused into the base with PEFT (`merge_and_unload`). The adapter weights
+   come from verl's merger, i.e. from `model_world_size_*_rank_*.pt`: verl 0.5.0 with HF rollout writes
+   an empty `actor/lora_adapter/adapter_model.safetensors` (no FSDP wrap policy, so its layered summon
+   finds nothing). Rank comes from the weights; alpha from what training used (lora_train_meta.json on
+   verl >= 0.8, the PEFT config verl 0.5's worker saves in actor/lora_adapter/, the recipe), never from
+   the merger's adapter config. The base weights are the base model's own (full precision) when its
+   directory is available, else the merger's bf16 copy.
+3. Saved in the recipe's dtype with the tokenizer verl stored in the checkpoint, a model card and
+   merge-info.json; then verified: it loads with transformers, LoRA-targeted weights differ from the
+   base, the others do not, and a short greedy generation runs.
+
+The output appears atomically: everything is built in a hidden directory beside --out and renamed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlrecipes.errors import RecipeError, StageFailed
+from rlrecipes.fsutil import atomic_write_text
+
+TRACKER = "latest_checkpointed_iteration.txt"
+_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+_SHARD = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
+DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
+# Module path of a LoRA tensor in the adapter file verl's merger writes (PEFT's saved-key layout).
+_LORA_KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<ab>[AB])\.weight$")
+
+
+# -- locating the checkpoint ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    run_dir: Path  # trainer.default_local_dir (holds the tracker), or the step's parent
+    step: int
+    actor_dir: Path
+
+
+def _step_of(path: Path) -> int | None:
+    match = _STEP_DIR.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def actor_complete(actor_dir: Path) -> tuple[bool, str]:
+    """Whether an actor checkpoint has every model shard its world size promises and fsdp_config.json."""
+    if not actor_dir.is_dir():
+        return False, "no actor/ directory"
+    shards = [_SHARD.match(p.name) for p in actor_dir.iterdir()]
+    shards = [m for m in shards if m]
+    if not shards:
+        return False, "no model_world_size_*_rank_*.pt shards"
+    sizes = {int(m.group(1)) for m in shards}
+    if len(sizes) != 1:
+        return False, f"shards of several world sizes {sorted(sizes)}"
+    world = sizes.pop()
+    ranks = {int(m.group(2)) for m in shards}
+    if ranks != set(range(world)):
+        return False, f"missing shard(s) for rank(s) {sorted(set(range(world)) - ranks)} of {world}"
+    if not (actor_dir / "fsdp_config.json").is_file():
+        return False, "no fsdp_config.json (written after the shards: the save did not finish)"
+    if not (actor_dir / "huggingface" / "config.json").is_file():
+        return False, "no huggingface/config.json"
+    return True, ""
+
+
+def locate_checkpoint(path: str | Path, step: str = "latest") -> CheckpointRef:
+    """The actor checkpoint to merge: RUN_DIR + step ('latest' = the tracker), a global_step_N dir, or its actor."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RecipeError("checkpoint directory not found", where=str(path))
+    if _SHARD.match(next((p.name for p in path.glob("model_world_size_*_rank_*.pt")), "")):
+        actor = path
+        step_dir = path.parent
+    elif _step_of(path) is not None:
+        actor = path / "actor"
+        step_dir = path
+    else:
+        steps = sorted((n, p) for p in path.iterdir() if p.is_dir() and (n := _step_of(p)) is not None)
+        available = ", ".join(str(n) for n, _ in steps) or "none"
+        if step == "latest":
+            tracker = path / TRACKER
+            text = tracker.read_text().strip() if tracker.is_file() else ""
+            if not text.isdigit():
+                raise RecipeError(
+                    f"no usable {TRACKER} (verl writes it last; missing or empty means the run never "
+                    f"finished a save)", where=str(tracker),
+                    hint=f"pass --step N; steps on disk: {available} (or repair: rlrecipes resume-check)")
+            chosen = int(text)
+        else:
+            if not str(step).isdigit():
+                raise RecipeError(f"--step must be a number or 'latest', got {step!r}", where="--step")
+            chosen = int(step)
+        step_dir = path / f"global_step_{chosen}"
+        if not step_dir.is_dir():
+            raise RecipeError(f"step {chosen} not on disk", where=str(step_dir),
+                              hint=f"steps on disk: {available}")
+        actor = step_dir / "actor"
+    ok, why = actor_complete(actor)
+    if not ok:
+        raise RecipeError(f"incomplete actor checkpoint: {why}", where=str(actor),
+                          hint="pick another step with --step N")
+    number = _step_of(step_dir)
+    if number is None:
+        raise RecipeError("cannot tell the step: expected the actor under global_step_N/", where=str(actor))
+    return CheckpointRef(run_dir=step_dir.parent, step=number, actor_dir=actor)
+
+
+# -- LoRA settings ----------------------------------------------------------------------------------
+
+def adapter_layout(adapter_file: Path) -> tuple[int, list[str], int]:
+    """(rank, target module names, number of LoRA modules) of an adapter safetensors file."""
+    from safetensors import safe_open
+
+    ranks: set[int] = set()
+    targets: set[str] = set()
+    modules: set[str] = set()
+    with safe_open(str(adapter_file), framework="pt") as fh:
+        for key in fh.keys():
+            match = _LORA_KEY.match(key)
+            if not match:
+                raise StageFailed(f"unexpected tensor {key!r} in the merged LoRA adapter", where=str(adapter_file))
+            modules.add(match.group("module"))
+            targets.add(match.group("module").rsplit(".", 1)[-1])
+            shape = fh.get_slice(key).get_shape()
+            ranks.add(shape[0] if match.group("ab") == "A" else shape[1])
+    if len(ranks) != 1:
+        raise StageFailed(f"LoRA tensors of several ranks {sorted(ranks)} (rank_pattern is not supported)",
+                          where=str(adapter_file))
+    return ranks.pop(), sorted(targets), len(modules)
+
+
+def lora_alpha_for(actor_dir: Path, rank: int, cli_alpha: float | None, recipe_alpha: float | None
+                   ) -> tuple[float, str]:
+    """lora_alpha that training used, and where it came from. Never the merger's adapter config."""
+    candidates: list[tuple[str, float | None, int | None]] = []
+    if cli_alpha is not None:
+        candidates.append(("--lora-alpha", cli_alpha, None))
+    meta = actor_dir / "lora_train_meta.json"  # verl >= 0.8 (FSDPCheckpointManager)
+    if meta.is_file():
+        data = json.loads(meta.read_text())
+        candidates.append((str(meta), data.get("lora_alpha"), data.get("r")))
+    peft_cfg = actor_dir / "lora_adapter" / "adapter_config.json"  # verl 0.5 worker: asdict(peft_config)
+    if peft_cfg.is_file():
+        data = json.loads(peft_cfg.read_text())
+        candidates.append((str(peft_cfg), data.get("lora_alpha"), data.get("r")))
+    if recipe_alpha is not None:
+        candidates.append(("recipe actor_rollout_ref.model.lora_alpha", recipe_alpha, None))
+    for source, alpha, r in candidates:
+        if alpha is None or float(alpha) <= 0:
+            continue
+        if r is not None and int(r) != rank:
+            raise StageFailed(f"LoRA rank {r} in {source} but the checkpoint's adapter has rank {rank}",
+                              where=source)
+        return float(alpha), source
+    raise RecipeError(
+        "cannot tell the LoRA alpha training used", where=str(actor_dir),
+        hint="pass --lora-alpha A or --recipe NAME (verl's merged adapter config says 0: a verl 0.5 bug)")
+
+
+# -- recipe context ---------------------------------------------------------------------------------
+
+@dataclass
+class RecipeContext:
+    name: str | None = None
+    dtype: str | None = None  # bf16 | fp32
+    lora_alpha: float | None = None
+    model_path: Path | None = None
+    log_dir: Path | None = None
+
+
+def recipe_context(explicit: str | None, run_dir: Path) -> RecipeContext:
+    """What the recipe says (dtype, LoRA alpha, base model, log dir); empty when the run is not a recipe."""
+    try:
+        from rlrecipes.recipe import list_recipes, resolve
+    except ImportError:
+        return RecipeContext()
+    name = explicit
+    if name is None:
+        try:
+            name = run_dir.name if run_dir.name in list_recipes() else None
+        except RecipeError:
+            name = None
+    if name is None:
+        return RecipeContext()
+    run = resolve(name)  # a bad explicit --recipe is the user's error: let RecipeError through
+    alpha = run.get("actor_rollout_ref.model.lora_alpha")
+    return RecipeContext(name=name, dtype=run.profile.dtype, lora_alpha=float(alpha) if alpha else None,
+                         model_path=run.model_path, log_dir=run.log_dir)
+
+
+def resolve_dtype(requested: str, ctx: RecipeContext, config_dtype: str | None) -> str:
+    if requested != "auto":
+        return DTYPES[requested]
+    if ctx.dtype in DTYPES:
+        return DTYPES[ctx.dtype]
+    if config_dtype in DTYPES.values():
+        return config_dtype
+    return "bfloat16"
+
+
+def step_metrics(log_dir: Path | None, step: int) -> dict[str, float]:
+    """Reward at the step and the last validation accuracy up to it, from the run's logs."""
+    if log_dir is None or not log_dir.is_dir():
+        return {}
+    from rlrecipes.report.metrics import REWARD_KEYS, accuracy_key, load_run
+
+    try:
+        run = load_run(log_dir)
+    except RecipeError:
+        return {}
+    out: dict[str, float] = {}
+    for key in REWARD_KEYS:
+        value = run.steps.get(step, {}).get(key)
+        if value is not None:
+            out[key] = value
+            break
+    acc = accuracy_key(run)
+    if acc:
+        xs, ys = run.series(acc)
+        upto = [(x, y) for x, y in zip(xs, ys) if x <= step]
+        if upto:
+            out[f"{acc} (step {upto[-1][0]})"] = upto[-1][1]
+    return out
+
+
+# -- the merge ------------------------------------------------------------------------------------
+
+def run_verl_merger(actor_dir: Path, target: Path, log_file: Path) -> None:
+    if importlib.util.find_spec("verl") is None or importlib.util.find_spec("verl.model_merger") is None:
+        raise StageFailed("verl's model_merger is not importable in this interpreter",
+                          where=sys.executable,
+                          hint="run `rlrecipes merge` inside the run's image (or a .venvs/verl-* environment)")
+    cmd = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+           "--local_dir", str(actor_dir), "--target_dir", str(target)]
+    with open(log_file, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode != 0 or not (target / "config.json").is_file():
+        tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-20:])
+        raise StageFailed(f"verl's model_merger failed (exit {proc.returncode}):\n{tail}", where=str(actor_dir))
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
+def fuse_lora(base_path: Path, adapter_dir: Path, rank: int, alpha: float, targets: list[str], work: Path):
+    """PEFT: base + adapter (alpha fixed) -> merge_and_unload, computed in fp32. Returns the fused model."""
+    import torch
+    from peft import LoraConfig, PeftModel
+    from transformers import AutoModelForCausalLM
+
+    fixed = work / "adapter"
+    fixed.mkdir()
+    shutil.copy2(adapter_dir / "adapter_model.safetensors", fixed / "adapter_model.safetensors")
+    LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, task_type="CAUSAL_LM", lora_dropout=0.0,
+               bias="none", base_model_name_or_path=str(base_path)).save_pretrained(str(fixed))
+    base = AutoModelForCausalLM.from_pretrained(str(base_path), torch_dtype=torch.float32)
+    peft_model = PeftModel.from_pretrained(base, str(fixed))
+    # PEFT only warns about adapter keys that match no module; a silent no-op fuse is what we must not ship.
+    from safetensors.torch import load_file
+
+    expected = load_file(str(fixed / "adapter_model.safetensors"))
+    loaded = {k.replace(".default.weight", ".weight"): v for k, v in peft_model.state_dict().items() if "lora_" in k}
+    absent = sorted(set(expected) - set(loaded))
+    if absent:
+        raise StageFailed(f"{len(absent)} adapter tensor(s) match no module of the base, e.g. {absent[0]}",
+                          where=str(base_path))
+    for key, tensor in expected.items():
+        if not torch.equal(loaded[key].to(tensor.dtype), tensor):
+            raise StageFailed(f"adapter tensor {key} did not load as saved", where=str(fixed))
+    return peft_model.merge_and_unload(), fixed
+
+
+def _tensor_index(model_dir: Path) -> dict[str, Path]:
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return {key: model_dir / name for key, name in weight_map.items()}
+    single = model_dir / "model.safetensors"
+    if not single.is_file():
+        raise StageFailed("no safetensors weights", where=str(model_dir))
+    from safetensors import safe_open
+
+    with safe_open(str(single), framework="pt") as fh:
+        return {key: single for key in fh.keys()}
+
+
+def compare_to_base(merged_dir: Path, base_dir: Path, lora_modules: set[str]) -> dict:
+    """Stream both models' tensors: which changed, and whether every change is inside a LoRA target."""
+    import torch
+    from safetensors import safe_open
+
+    merged, base = _tensor_index(merged_dir), _tensor_index(base_dir)
+    changed_targeted = unchanged_targeted = changed_other = 0
+    max_delta = 0.0
+    examples_other: list[str] = []
+    handles: dict[Path, object] = {}
+
+    def tensor(path: Path, key: str):
+        if path not in handles:
+            handles[path] = safe_open(str(path), framework="pt")
+        return handles[path].get_tensor(key)
+
+    for key, path in merged.items():
+        if key not in base:
+            continue
+        a = tensor(path, key).float()
+        b = tensor(base[key], key).float()
+        if a.shape != b.shape:
+            raise StageFailed(f"{key}: shape {tuple(a.shape)} vs base {tuple(b.shape)}", where=str(merged_dir))
+        delta = (a - b).abs().max().item() if a.numel() else 0.0
+        module = key.rsplit(".", 1)[0]
+        if module in lora_modules and key.endswith(".weight"):
+            if delta > 0:
+                changed_targeted += 1
+                max_delta = max(max_delta, delta)
+            else:
+                unchanged_targeted += 1
+        elif delta > 0:
+            changed_other += 1
+            examples_other.append(key)
+    missing = sorted(set(base) - set(merged))
+    return {"changed_targeted": changed_targeted, "unchanged_targeted": unchanged_targeted,
+            "changed_other": changed_other, "changed_other_examples": examples_other[:3],
+            "max_abs_delta": max_delta, "missing_from_merged": missing[:5], "compared": len(merged)}
+
+
+def greedy_sample(model_dir: Path, dtype: str, device: str, max_new_tokens: int = 16) -> str:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=_torch_dtype(dtype)).to(device).eval()
+    question = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
+    if tokenizer.chat_template:
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                               add_generation_prompt=True)
+    else:
+        prompt = question
+    enc = tokenizer(prompt, return_tensors="pt", return_token_type_ids=False).to(device)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+    new = out[0, enc["input_ids"].shape[1]:]
+    if new.numel() == 0:
+        raise StageFailed("greedy generation produced no tokens", where=str(model_dir))
+    return tokenizer.decode(new, skip_special_tokens=True)
+
+
+def model_card(info: dict) -> str:
+    lines = [
+        "---",
+        "library_name: transformers",
+        *( [f"base_model: {info['base_model']}"] if info.get("base_model") else [] ),
+        "tags: [verl, rlrecipes, gsm8k]",
+        "---",
+        "",
+        f"# {info.get('recipe') or 'verl run'} -- step {info['step']}",
+        "",
+        "Merged by `rlrecipes merge` from a verl FSDP checkpoint.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Base model | {info.get('base_model') or 'unknown'} |",
+        f"| Recipe | {info.get('recipe') or 'unknown'} |",
+        f"| Checkpoint | `{info['checkpoint']}` |",
+        f"| Step | {info['step']} |",
+        f"| Weights | {info['dtype']} |",
+    ]
+    if info.get("lora"):
+        lora = info["lora"]
+        lines.append(f"| LoRA (fused) | r={lora['r']}, alpha={lora['alpha']:g} ({lora['alpha_source']}), "
+                     f"targets {', '.join(lora['targets'])} |")
+    for key, value in info.get("metrics", {}).items():
+        lines.append(f"| {key} | {value:.4f} |")
+    lines += ["", "Evaluate: `rlrecipes eval <this dir> --baseline <base model dir>`.", ""]
+    return "\n".join(lines)
+
+
+def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None, dtype: str = "auto",
+                     lora_alpha: float | None = None, recipe: str | None = None, log_dir: Path | None = None,
+                     force: bool = False, device: str = "cpu") -> dict:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from rlrecipes.report.progress import stage
+
+    if out.exists() and not force:
+        raise RecipeError("output directory exists", where=str(out), hint="pass --force to replace it")
+    ctx = recipe_context(recipe, ckpt.run_dir)
+    started = time.monotonic()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        merged_raw = work / "verl_merged"
+        with stage(f"verl model_merger: {ckpt.actor_dir}"):
+            run_verl_merger(ckpt.actor_dir, merged_raw, work / "model_merger.log")
+        hf_dir = ckpt.actor_dir / "huggingface"
+        config_dtype = str(getattr(AutoConfig.from_pretrained(str(hf_dir)), "torch_dtype", "") or "")
+        config_dtype = config_dtype.replace("torch.", "")
+        target_dtype = resolve_dtype(dtype, ctx, config_dtype)
+        final = work / "model"
+        info: dict = {"checkpoint": str(ckpt.actor_dir), "step": ckpt.step, "recipe": ctx.name,
+                      "dtype": target_dtype, "lora": None}
+        adapter_dir = merged_raw / "lora_adapter"
+        lora_modules: set[str] = set()
+        if adapter_dir.is_dir():
+            rank, targets, n_modules = adapter_layout(adapter_dir / "adapter_model.safetensors")
+            alpha, source = lora_alpha_for(ckpt.actor_dir, rank, lora_alpha, ctx.lora_alpha)
+            base_path, base_note = _base_for_lora(base, ckpt.actor_dir, ctx, merged_raw)
+            info["lora"] = {"r": rank, "alpha": alpha, "alpha_source": source, "targets": targets,
+                            "modules": n_modules, "scaling": alpha / rank}
+            info["base_model"] = str(base_path)
+            info["base_note"] = base_note
+            with stage(f"PEFT merge_and_unload (r={rank}, alpha={alpha:g}) into {base_path}"):
+                model, fixed_adapter = fuse_lora(base_path, adapter_dir, rank, alpha, targets, work)
+                model = model.to(_torch_dtype(target_dtype))
+                model.save_pretrained(str(final), safe_serialization=True)
+                shutil.copytree(fixed_adapter, final / "lora_adapter")
+                del model
+            from safetensors import safe_open
+
+            with safe_open(str(adapter_dir / "adapter_model.safetensors"), framework="pt") as fh:
+                lora_modules = {_LORA_KEY.match(k).group("module") for k in fh.keys()}
+            compare_base = base_path
+        else:
+            with stage(f"saving full weights as {target_dtype}"):
+                model = AutoModelForCausalLM.from_pretrained(str(merged_raw), torch_dtype=_torch_dtype(target_dtype))
+                model.save_pretrained(str(final), safe_serialization=True)
+                del model
+            info["base_model"] = str(base) if base else (str(ctx.model_path) if ctx.model_path else None)
+            compare_base = base if base and base.is_dir() else None
+        AutoTokenizer.from_pretrained(str(hf_dir)).save_pretrained(str(final))
+        info["metrics"] = step_metrics(log_dir or ctx.log_dir, ckpt.step)
+
+        with stage("verifying: load with transformers, compare with the base, greedy generation"):
+            AutoModelForCausalLM.from_pretrained(str(final), torch_dtype=_torch_dtype(target_dtype))
+            verification: dict = {"loads": True}
+            if compare_base is not None:
+                verification.update(compare_to_base(final, compare_base, lora_modules))
+            verification["sample"] = greedy_sample(final, target_dtype, device)
+        info["verification"] = verification
+        if info["lora"]:
+            if verification.get("changed_targeted", 0) == 0:
+                raise StageFailed("the fused model equals the base in every LoRA target: the adapter is zero "
+                                  "(an untrained or empty adapter)", where=str(ckpt.actor_dir))
+            if verification.get("changed_other", 0):
+                raise StageFailed(f"weights outside the LoRA targets differ from the base: "
+                                  f"{verification['changed_other_examples']}", where=str(compare_base),
+                                  hint="--base must be the model the run started from")
+        info["seconds"] = round(time.monotonic() - started, 1)
+        atomic_write_text(final / "merge-info.json", json.dumps(info, indent=2, default=str) + "\n")
+        atomic_write_text(final / "README.md", model_card(info))
+        if out.exists():
+            old = work / "previous"
+            out.rename(old)
+        final.rename(out)
+        return info
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _base_for_lora(explicit: Path | None, actor_dir: Path, ctx: RecipeContext, merged_raw: Path
+                   ) -> tuple[Path, str]:
+    """The frozen base weights: the base model's own directory when it is here, else the merger's copy."""
+    if explicit is not None:
+        if not (explicit / "config.json").is_file():
+            raise RecipeError("base model directory has no config.json", where=str(explicit))
+        return explicit, "--base"
+    candidates: list[tuple[Path, str]] = []
+    peft_cfg = actor_dir / "lora_adapter" / "adapter_config.json"
+    if peft_cfg.is_file():
+        name = json.loads(peft_cfg.read_text()).get("base_model_name_or_path")
+        if name:
+            candidates.append((Path(name), f"base_model_name_or_path in {peft_cfg}"))
+    if ctx.model_path is not None:
+        candidates.append((ctx.model_path, f"recipe {ctx.name}"))
+    for path, note in candidates:
+        if (path / "config.json").is_file():
+            return path, note
+    return merged_raw, "verl model_merger's bf16 copy of the frozen base (base model directory not found)"
+
+
+# -- CLI --------------------------------------------------------------------------------------------
+
+def merge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help="the run's checkpoint directory (CKPT_DIR/<recipe>), a global_step_N "
+                                        "directory, or its actor/ directory")
+    parser.add_argument("--step", default="latest", help="step to merge: N or 'latest' (the tracker; default)")
+    parser.add_argument("--out", required=True, help="output directory for the Hugging Face model")
+    parser.add_argument("--recipe", help="recipe name (dtype, LoRA alpha, base model, logs); default: RUN_DIR's "
+                                         "name when it is a recipe")
+    parser.add_argument("--base", type=Path, help="base model directory (LoRA runs; default: from the checkpoint "
+                                                  "or the recipe)")
+    parser.add_argument("--dtype", choices=["auto", *DTYPES], default="auto",
+                        help="weights dtype (default: the recipe's; else the checkpoint config's)")
+    parser.add_argument("--lora-alpha", type=float, help="override the LoRA alpha training used")
+    parser.add_argument("--log-dir", type=Path, help="the run's log directory, for the model card's metrics")
+    parser.add_argument("--device", default="cpu", help="device for the verification generation (default: cpu)")
+    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+
+
+def merge(args: argparse.Namespace) -> int:
+    ckpt = locate_checkpoint(args.run_dir, args.step)
+    out = Path(args.out)
+    info = merge_checkpoint(ckpt, out, base=args.base, dtype=args.dtype, lora_alpha=args.lora_alpha,
+                            recipe=args.recipe, log_dir=args.log_dir, force=args.force, device=args.device)
+    _print_summary(info, out)
+    return 0
+
+
+def _print_summary(info: dict, out: Path) -> None:
+    v = info["verification"]
+    rows = [("Output", str(out)), ("Checkpoint", f"{info['checkpoint']} (step {info['step']})"),
+            ("Recipe", info.get("recipe") or "-"), ("Weights", info["dtype"]),
+            ("Base model", info.get("base_model") or "-")]
+    if info["lora"]:
+        lora = info["lora"]
+        rows += [("LoRA fused", f"r={lora['r']} alpha={lora['alpha']:g} ({lora['alpha_source']}); "
+                                f"{lora['modules']} modules: {', '.join(lora['targets'])}"),
+                 ("Changed vs base", f"{v.get('changed_targeted')} LoRA-targeted tensors (max |delta| "
+                                     f"{v.get('max_abs_delta', 0):.3g}); {v.get('changed_other')} others")]
+    elif "compared" in v:
+        rows.append(("Changed vs base", f"{v['changed_targeted'] + v['changed_other']} of {v['compared']} tensors"))
+    for key, value in info.get("metrics", {}).items():
+        rows.append((key, f"{value:.4f}"))
+    rows += [("Greedy sample", repr(v["sample"][:80])), ("Time", f"{info['seconds']} s")]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print("merged model ready")
+        for key, value in rows:
+            print(f"  {key}: {value}")
+        return
+    table = Table(title="merged model ready", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    Console().print(table)

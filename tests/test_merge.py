@@ -1,0 +1,277 @@
+"""`rlrecipes merge` on real verl checkpoints: a tiny LoRA run saved by verl's own FSDPCheckpointManager on
+CPU (1-process gloo group), merged with verl's model_merger inside the verl venvs, fused with PEFT."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlrecipes.errors import RecipeError, StageFailed
+from rlrecipes.merge import TRACKER, actor_complete, locate_checkpoint, lora_alpha_for
+
+TESTS = Path(__file__).resolve().parent
+
+# Runs inside a verl venv: a random Qwen2 (hidden 64, 2 layers, tied embeddings) with the tiny tokenizer,
+# wrapped with PEFT LoRA and FSDP exactly as verl's actor is, saved the way verl's worker saves an actor
+# checkpoint (FSDPCheckpointManager.save_checkpoint; on 0.5.0 also the worker's actor/lora_adapter/ step,
+# whose safetensors comes out empty without an FSDP wrap policy), then the tracker.
+BUILD_CHECKPOINT = r'''
+import json, os, sys
+from dataclasses import asdict
+from pathlib import Path
+import torch
+import torch.distributed as dist
+
+root, version, zero_b = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+sys.path.insert(0, sys.argv[4])
+from tinytok import build_tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+tok_dir = build_tokenizer(root / "tok", vocab_size=300)
+tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+torch.manual_seed(0)
+config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                     max_position_embeddings=256, eos_token_id=tokenizer.eos_token_id,
+                     pad_token_id=tokenizer.pad_token_id)
+base_dir = root / "base"
+Qwen2ForCausalLM(config).save_pretrained(base_dir)
+tokenizer.save_pretrained(base_dir)
+
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[5], RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+dist.init_process_group("gloo", rank=0, world_size=1)
+from peft import LoraConfig, TaskType, get_peft_model
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+model = AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32)
+model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, lora_alpha=8,
+                                         target_modules=["q_proj", "v_proj", "up_proj"], bias="none"))
+if not zero_b:  # what training does: B leaves zero
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.05)
+fsdp = FSDP(model, use_orig_params=True, device_id=torch.device("cpu"))
+optimizer = torch.optim.AdamW([p for p in fsdp.parameters() if p.requires_grad], lr=1e-3)
+from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+
+run_dir = root / "ckpt" / "tiny-lora"
+actor = run_dir / "global_step_2" / "actor"
+manager = FSDPCheckpointManager(model=fsdp, optimizer=optimizer, lr_scheduler=None, processing_class=tokenizer,
+                                checkpoint_config={"save_contents": ["model", "optimizer", "extra"],
+                                                   "load_contents": ["model", "optimizer", "extra"]})
+manager.save_checkpoint(local_path=str(actor), global_step=2)
+if version == "0.5.0":  # ActorRolloutRefWorker.save_checkpoint's LoRA branch (fsdp_workers.py)
+    from safetensors.torch import save_file
+    from verl.utils.fsdp_utils import layered_summon_lora_params
+    peft_config = asdict(model.peft_config["default"])
+    peft_config["task_type"] = peft_config["task_type"].value
+    peft_config["peft_type"] = peft_config["peft_type"].value
+    peft_config["target_modules"] = list(peft_config["target_modules"])
+    (actor / "lora_adapter").mkdir()
+    save_file(layered_summon_lora_params(fsdp), str(actor / "lora_adapter" / "adapter_model.safetensors"))
+    (actor / "lora_adapter" / "adapter_config.json").write_text(json.dumps(peft_config, indent=4))
+(run_dir / "latest_checkpointed_iteration.txt").write_text("2")
+torch.save({k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k}, root / "lora_truth.pt")
+dist.destroy_process_group()
+'''
+
+
+def build_checkpoint(run_in_verl, tmp_path: Path, version: str, zero_b: bool = False) -> Path:
+    script = tmp_path / "build_checkpoint.py"
+    script.write_text(BUILD_CHECKPOINT)
+    port = str(29500 + (hash((str(tmp_path), version)) % 400))
+    code = (f"import runpy, sys; sys.argv = ['x', {str(tmp_path)!r}, {version!r}, {'1' if zero_b else '0'!r}, "
+            f"{str(TESTS)!r}, {port!r}]; runpy.run_path({str(script)!r}, run_name='__main__')")
+    proc = run_in_verl(version, code, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return tmp_path / "ckpt" / "tiny-lora"
+
+
+def run_merge(run_in_verl, version: str, argv: list[str]):
+    code = f"import sys; from rlrecipes.cli import main; sys.exit(main({argv!r}))"
+    return run_in_verl(version, code, timeout=300)
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("version", ["0.5.0", "0.8.0"])
+def test_merge_fuses_lora_from_verl_checkpoint(run_in_verl, tmp_path, version):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run_dir = build_checkpoint(run_in_verl, tmp_path, version)
+    actor = run_dir / "global_step_2" / "actor"
+    if version == "0.5.0":  # the fact this stage exists for: verl 0.5.0's own adapter file is empty
+        assert (actor / "lora_adapter" / "adapter_model.safetensors").stat().st_size == 16
+    else:
+        assert json.loads((actor / "lora_train_meta.json").read_text())["lora_alpha"] == 8
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "console-20260101T000000Z.log").write_text(
+        "(TaskRunner pid=7) step:0 - val-core/openai/gsm8k/reward/mean@1:0.125\n"
+        "(TaskRunner pid=7) step:1 - critic/score/mean:0.5\n"
+        "(TaskRunner pid=7) step:2 - critic/score/mean:0.625\n")
+    out = tmp_path / "merged"
+    argv = ["merge", str(run_dir), "--out", str(out), "--dtype", "fp32", "--log-dir", str(logs)]
+    if version == "0.8.0":  # its checkpoint does not name the base model (0.5.0's PEFT config does)
+        argv += ["--base", str(tmp_path / "base")]
+    proc = run_merge(run_in_verl, version, argv)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "merged model ready" in proc.stdout
+
+    merged = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32)
+    base = AutoModelForCausalLM.from_pretrained(tmp_path / "base", torch_dtype=torch.float32)
+    assert merged.dtype == torch.float32
+    truth = torch.load(tmp_path / "lora_truth.pt")
+    merged_sd, base_sd = merged.state_dict(), base.state_dict()
+    targeted = set()
+    for key in truth:
+        if ".lora_A." not in key:
+            continue
+        module = key.split("base_model.model.", 1)[1].split(".lora_A.")[0]
+        weight = f"{module}.weight"
+        targeted.add(weight)
+        # verl's merger hands the adapter over in bf16; PEFT fuses with scaling alpha / r = 8 / 4
+        a = truth[key].to(torch.bfloat16).float()
+        b = truth[key.replace("lora_A", "lora_B")].to(torch.bfloat16).float()
+        delta = merged_sd[weight] - base_sd[weight]
+        assert torch.allclose(delta, 2.0 * (b @ a), atol=1e-6), weight
+        assert not torch.allclose(delta, b @ a, atol=1e-4), weight  # alpha 0 or alpha=r would give this
+    assert len(targeted) == 6  # q, v, up in 2 layers
+    for key, value in base_sd.items():
+        if key not in targeted:
+            assert torch.equal(merged_sd[key], value), key
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    enc = tokenizer("Natalia sold 48 clips", return_tensors="pt", return_token_type_ids=False)
+    generated = merged.generate(**enc, max_new_tokens=5, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    assert generated.shape[1] == enc["input_ids"].shape[1] + 5
+
+    adapter_cfg = json.loads((out / "lora_adapter" / "adapter_config.json").read_text())
+    assert (adapter_cfg["r"], adapter_cfg["lora_alpha"]) == (4, 8)
+    info = json.loads((out / "merge-info.json").read_text())
+    assert info["step"] == 2 and info["lora"]["scaling"] == 2.0
+    assert info["verification"]["changed_targeted"] == 6 and info["verification"]["changed_other"] == 0
+    card = (out / "README.md").read_text()
+    assert "| Step | 2 |" in card and "r=4, alpha=8" in card
+    assert "| critic/score/mean | 0.6250 |" in card
+    assert "val-core/openai/gsm8k/reward/mean@1 (step 0) | 0.1250 |" in card
+    assert not list(tmp_path.glob(".merged.partial-*"))  # the work directory is gone
+
+
+@pytest.mark.verl
+def test_merge_refuses_a_zero_adapter(run_in_verl, tmp_path):
+    run_dir = build_checkpoint(run_in_verl, tmp_path, "0.5.0", zero_b=True)
+    out = tmp_path / "merged"
+    proc = run_merge(run_in_verl, "0.5.0", ["merge", str(run_dir), "--out", str(out)])
+    assert proc.returncode == 1
+    assert "adapter is zero" in proc.stderr
+    assert not out.exists() and not list(tmp_path.glob(".merged.partial-*"))
+
+
+def test_merge_needs_verl_in_this_interpreter(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    import importlib.util
+
+    if importlib.util.find_spec("verl") is not None:
+        pytest.skip("verl is installed here")
+    from rlrecipes.cli import main
+
+    actor = make_actor(tmp_path / "run" / "global_step_1" / "actor")
+    (actor / "huggingface" / "config.json").write_text('{"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}')
+    assert main(["merge", str(tmp_path / "run" / "global_step_1"), "--out", str(tmp_path / "o")]) == 1
+    assert "model_merger is not importable" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+# -- locating checkpoints (pure filesystem) ---------------------------------------------------------
+
+def make_actor(actor: Path, world: int = 2, ranks=None, fsdp_config: bool = True) -> Path:
+    (actor / "huggingface").mkdir(parents=True)
+    (actor / "huggingface" / "config.json").write_text("{}")
+    for rank in (range(world) if ranks is None else ranks):
+        (actor / f"model_world_size_{world}_rank_{rank}.pt").write_bytes(b"x")
+    if fsdp_config:
+        (actor / "fsdp_config.json").write_text('{"FSDP_version": 1, "world_size": 2}')
+    return actor
+
+
+@pytest.mark.parametrize("tracker, step, expected_step, error", [
+    ("3", "latest", 3, None),
+    ("3\n", "latest", 3, None),
+    (None, "latest", None, "no usable latest_checkpointed_iteration.txt"),
+    ("", "latest", None, "no usable latest_checkpointed_iteration.txt"),
+    ("9", "latest", None, "step 9 not on disk"),
+    (None, "2", 2, None),
+    ("3", "2", 2, None),
+    ("3", "7", None, "step 7 not on disk"),
+    ("3", "two", None, "--step must be a number"),
+])
+def test_locate_checkpoint_in_run_dir(tmp_path, tracker, step, expected_step, error):
+    for n in (2, 3):
+        make_actor(tmp_path / f"global_step_{n}" / "actor")
+    if tracker is not None:
+        (tmp_path / TRACKER).write_text(tracker)
+    if error:
+        with pytest.raises(RecipeError, match=error) as info:
+            locate_checkpoint(tmp_path, step)
+        if "not on disk" in error or "tracker" in error:
+            assert "2, 3" in str(info.value)
+        return
+    ref = locate_checkpoint(tmp_path, step)
+    assert ref.step == expected_step
+    assert ref.actor_dir == tmp_path / f"global_step_{expected_step}" / "actor"
+    assert ref.run_dir == tmp_path
+
+
+def test_locate_checkpoint_step_or_actor_dir(tmp_path):
+    actor = make_actor(tmp_path / "global_step_5" / "actor")
+    assert locate_checkpoint(tmp_path / "global_step_5").step == 5
+    assert locate_checkpoint(actor).actor_dir == actor
+    with pytest.raises(RecipeError, match="checkpoint directory not found"):
+        locate_checkpoint(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("kwargs, why", [
+    ({}, ""),
+    ({"ranks": [0]}, "missing shard(s) for rank(s) [1] of 2"),
+    ({"fsdp_config": False}, "no fsdp_config.json"),
+    ({"ranks": []}, "no model_world_size_*_rank_*.pt shards"),
+])
+def test_actor_complete(tmp_path, kwargs, why):
+    actor = make_actor(tmp_path / "actor", **kwargs)
+    ok, message = actor_complete(actor)
+    assert ok == (why == "") and message.startswith(why) and bool(message) == bool(why)
+
+
+def test_incomplete_actor_is_refused(tmp_path):
+    make_actor(tmp_path / "global_step_4" / "actor", ranks=[1])
+    (tmp_path / TRACKER).write_text("4")
+    with pytest.raises(RecipeError, match=r"incomplete actor checkpoint: missing shard\(s\) for rank\(s\) \[0\]"):
+        locate_checkpoint(tmp_path)
+
+
+# -- LoRA alpha: what training used, never verl's merged adapter config ----------------------------
+
+@pytest.mark.parametrize("files, cli, recipe, expected", [
+    ({"lora_train_meta.json": {"r": 8, "lora_alpha": 16}}, None, 32, (16.0, "lora_train_meta.json")),
+    ({"lora_adapter/adapter_config.json": {"r": 8, "lora_alpha": 32}}, None, None, (32.0, "adapter_config.json")),
+    ({"lora_adapter/adapter_config.json": {"r": 8, "lora_alpha": 0}}, None, 16, (16.0, "recipe")),
+    ({}, None, 16, (16.0, "recipe")),
+    ({"lora_train_meta.json": {"r": 8, "lora_alpha": 16}}, 4.0, None, (4.0, "--lora-alpha")),
+    ({}, None, None, RecipeError),
+    ({"lora_train_meta.json": {"r": 64, "lora_alpha": 32}}, None, None, StageFailed),
+])
+def test_lora_alpha_for(tmp_path, files, cli, recipe, expected):
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(json.dumps(data))
+    if isinstance(expected, type):
+        with pytest.raises(expected):
+            lora_alpha_for(tmp_path, 8, cli, recipe)
+        return
+    alpha, source = lora_alpha_for(tmp_path, 8, cli, recipe)
+    assert alpha == expected[0] and expected[1] in source
