@@ -76,7 +76,12 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     && python -c "import flash_attn, torch; print('flash-attn', flash_attn.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda)"
 
 # Fail the build, not the first training step, when the stack does not hold together.
-RUN if [ "${SKIP_GPU_WHEELS}" = 1 ]; then python -c "import verl, transformers, ray; print('verl', verl.__version__)"; exit 0; fi; \
+# Under SKIP_GPU_WHEELS=1 verl itself cannot import (it needs torch): check the rest of the stack imports.
+RUN if [ "${SKIP_GPU_WHEELS}" = 1 ]; then \
+      python -c "import importlib.metadata as m, transformers, ray, hydra, datasets, fastapi, uvicorn, cachetools, lm_eval; \
+assert m.version('verl') == '${VERL_VERSION}', m.version('verl'); print('verl', m.version('verl'), 'transformers', transformers.__version__)"; \
+      exit; \
+    fi; \
     python -c "import torch, vllm, verl, transformers; \
 assert torch.__version__.split('+')[0] == '${TORCH_VERSION}', torch.__version__; \
 assert torch.version.cuda.startswith('12.8'), torch.version.cuda; \

@@ -82,8 +82,13 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     && rm -rf /tmp/apex
 
 # Fail the build, not the first training step, when the stack does not hold together.
+# Under SKIP_GPU_WHEELS=1 verl itself cannot import (it needs torch): check the rest of the stack imports.
 RUN if [ "${SKIP_GPU_WHEELS}" = 1 ]; then \
-      python -c "import importlib.metadata as m; print('verl', m.version('verl'), 'transformers', m.version('transformers'))"; exit 0; \
+      python -c "import importlib.metadata as m, importlib.util, transformers, ray, hydra, datasets, lm_eval; \
+assert m.version('verl') == '${VERL_VERSION}', m.version('verl'); \
+assert importlib.util.find_spec('flash_attn') is None, 'flash-attn must stay out of the P40 image'; \
+print('verl', m.version('verl'), 'transformers', transformers.__version__)"; \
+      exit; \
     fi; \
     python -c "import torch, verl, transformers; \
 assert torch.__version__ == '${TORCH_VERSION}+${TORCH_CUDA}', torch.__version__; \

@@ -1,0 +1,148 @@
+"""The Makefile as a new user meets it: help lists every stage, GPU targets fail fast on a CPU host with a
+pointer to what runs here, `make -n` shows the commands, environments are stamp targets, lint is clean."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ["help", "env", "envs", "test", "build-a100", "build-p40", "build-watchdog", "data", "model",
+          "preflight", "plan", "validate", "launchers", "train", "resume", "merge", "eval", "report", "monitor",
+          "smoke", "lock", "lint", "bench", "ray-head", "ray-worker", "runpod-template"]
+GPU_TARGETS = ["build-a100", "build-p40", "train"]
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+
+
+def make(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+def makefile_targets() -> dict[str, str]:
+    """target -> its `## description` ('' when it has none), for explicit (non-pattern, non-file) targets."""
+    targets = {}
+    for line in (REPO / "Makefile").read_text().splitlines():
+        m = re.match(r"^([a-z0-9][a-z0-9-]*):(?!=)[^#]*?(?:## (.*))?$", line)
+        if m:
+            targets[m.group(1)] = m.group(2) or ""
+    return targets
+
+
+def phony() -> set[str]:
+    text = (REPO / "Makefile").read_text()
+    block = re.search(r"^\.PHONY:((?:.*\\\n)*.*)", text, flags=re.M).group(1)
+    return set(block.replace("\\\n", " ").split())
+
+
+def has_gpu() -> bool:
+    return subprocess.run("nvidia-smi -L", shell=True, capture_output=True).returncode == 0
+
+
+def test_every_stage_exists_has_a_description_and_is_phony():
+    targets = makefile_targets()
+    assert set(STAGES) <= set(targets), f"missing targets: {set(STAGES) - set(targets)}"
+    assert {t for t, d in targets.items() if not d} == set()
+    assert phony() == set(targets), "`.PHONY` must list exactly the explicit targets"
+
+
+def test_default_goal_is_help_and_help_prints_one_line_per_target():
+    proc = make()
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    shown = [line.split()[0] for line in lines]
+    assert shown == list(makefile_targets()), "help must list every target once, in file order"
+    for line in lines:
+        assert len(line.split(None, 1)) == 2, f"no description: {line!r}"
+
+
+def test_variables_are_declared_at_the_top():
+    text = (REPO / "Makefile").read_text()
+    first_target = re.search(r"^[a-z0-9-]+:(?!=)", text, flags=re.M).start()
+    head = text[:first_target]
+    for var in ("RECIPE ?= qwen2.5-3b-gsm8k-grpo-lora", "PROFILE ?=", "GPUS ?=", "RUN ?=", "PYTHON ?=", "VENV ?="):
+        assert var in head
+    assert ".DEFAULT_GOAL := help" in head
+
+
+@pytest.mark.skipif(has_gpu(), reason="this host has a GPU")
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_gpu_targets_fail_fast_on_a_cpu_host_and_say_what_runs_here(target):
+    start = time.monotonic()
+    proc = make(target)
+    elapsed = time.monotonic() - start
+    assert proc.returncode != 0
+    assert elapsed < 2.0, f"make {target} took {elapsed:.1f}s to refuse"
+    assert f"`make {target}` needs a host with an NVIDIA GPU" in proc.stderr
+    for pointer in ("make plan", "make validate", "make test"):
+        assert pointer in proc.stderr
+    assert "docker" not in proc.stdout, "nothing may be started before the GPU check"
+
+
+def test_non_gpu_targets_do_not_check_for_a_gpu():
+    for target in ("plan", "data", "model", "report", "build-watchdog", "lock", "lint"):
+        assert "require-gpu" not in make("-n", target).stdout, target
+
+
+def test_make_n_train_shows_the_commands():
+    proc = make("-n", "train", "RECIPE=qwen2.5-0.5b-gsm8k-ppo", "GPUS=1", "ARGS=trainer.total_epochs=2")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "scripts/require-gpu.sh train"
+    assert "RECIPE=qwen2.5-0.5b-gsm8k-ppo" in lines[1] and "GPUS=1" in lines[1]
+    assert lines[1].endswith("scripts/in-image.sh train trainer.total_epochs=2")
+
+
+def test_profile_is_passed_only_when_set():
+    assert "--profile" not in make("-n", "plan").stdout
+    assert "--profile h100-80gb" in make("-n", "plan", "PROFILE=h100-80gb").stdout
+
+
+def test_env_stamps_make_the_environments_idempotent(tmp_path):
+    venvs = tmp_path / "venvs"
+    # No stamps: `make -q` reports out of date and `make -n` shows the builds.
+    assert make("-q", "envs", f"VENVS={venvs}").returncode == 1
+    dry = make("-n", "envs", f"VENVS={venvs}").stdout
+    for version in ("0.5.0", "0.8.0"):
+        assert f"scripts/mkvenv.sh {venvs}/verl-{version} requirements/verl-{version}-cpu.txt --with-repo" in dry
+    # Stamps newer than their inputs: up to date, nothing to run.
+    for name in ("dev", "verl-0.5.0", "verl-0.8.0"):
+        (venvs / name).mkdir(parents=True)
+        (venvs / name / ".stamp").write_text("built\n")
+    assert make("-q", "env", "envs", f"VENVS={venvs}", f"VENV={venvs}/dev").returncode == 0
+    # A changed requirements file makes only its environment stale.
+    future = time.time() + 5
+    os.utime(venvs / "verl-0.5.0" / ".stamp", (future - 3600, future - 3600))
+    dry = make("-n", "envs", f"VENVS={venvs}").stdout
+    assert "verl-0.5.0" in dry and "verl-0.8.0" not in dry
+
+
+def test_test_target_builds_the_environments_first():
+    dry = make("-n", "test", "VENVS=/nonexistent/venvs", "VENV=/nonexistent/venvs/dev").stdout.splitlines()
+    assert dry[-1].strip() == "/nonexistent/venvs/dev/bin/python -m pytest"
+    assert any("mkvenv.sh /nonexistent/venvs/dev requirements/dev.txt" in line for line in dry)
+    assert sum("mkvenv.sh /nonexistent/venvs/verl-" in line for line in dry) == 2
+
+
+def test_mbake_validates_the_makefile():
+    mbake = REPO / ".venvs" / "dev" / "bin" / "mbake"
+    if not mbake.exists():
+        pytest.skip("mbake not installed in .venvs/dev")
+    proc = subprocess.run([str(mbake), "validate", "Makefile"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_lint_is_clean():
+    if not (REPO / ".venvs" / "dev" / "bin" / "hadolint").exists():
+        pytest.skip("lint tools not installed in .venvs/dev")
+    proc = subprocess.run(["bash", "scripts/lint.sh"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    for check in ("hadolint", "shellcheck", "mbake", "compose config", "launchers --check"):
+        assert f"== {check}" in proc.stdout
