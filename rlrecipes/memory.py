@@ -1,0 +1,392 @@
+"""Per-GPU memory planner: what a verl FSDP run holds on each GPU in each phase of a training step.
+
+A pure function of a ResolvedRun (plus the GPU it will run on). The formulas and their assumptions are
+in docs/preflight.md; in short, for N data-parallel GPUs (FSDP shards every state across all of them):
+
+    weights    params x bytes(storage dtype) / N      actor & critic fp32 master weights by default,
+                                                      the reference model bf16 unless model_dtype says fp32
+    gradients  trainable x 4 / N                      fp32 (reduce dtype), freed by zero_grad after update
+    Adam       trainable x 8 / N                      two fp32 moments; CPU between updates when offloaded,
+                                                      loaded back onto the GPU for the update itself
+    LoRA       trainable = adapter params only; the frozen base stays in the actor (and is the reference)
+    activations (per micro batch b, tokens s = prompt + response, both at their maximum)
+               checkpointed: L x b x s x h x bytes kept + one layer recomputed: b x s x (17h + 8I) x bytes/2
+               otherwise:    L x b x s x (17h + 8I) x bytes/2           (Korthikanti et al. 2022, SwiGLU,
+                                                                          no dropout)
+               eager attention adds L (or 1) x b x heads x s^2 x bytes x 2 (scores before/after softmax)
+    logits     b x s x vocab x (bytes + 4)            lm_head output + fp32 log-softmax (152k vocab: big)
+    rollout    vLLM / SGLang: gpu_memory_utilization x GPU memory, and the trainer state resident while it
+               starts must fit in the rest; HF generate: KV cache 2 x L x kv_heads x head_dim x bytes x B x s
+               (B = per-GPU rollout batch) + prefill attention scores (eager) + last-token logits
+
+Phases: rollout, log_prob (old log-probs, reference, values: forward only), update_actor,
+update_critic. The peak phase is reported with its terms, biggest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlrecipes.models import Architecture, lora_param_count, param_count
+from rlrecipes.recipe import ResolvedRun
+
+GIB = 1024 ** 3
+BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2}
+# A CUDA context plus the caching allocator's slack per process on the GPU (measured torch 2.x figures
+# are 0.3-0.6 GiB for the context alone; one process per GPU for the trainer, one more for vLLM/SGLang).
+CONTEXT_GIB = 0.5
+# verl defaults of the keys read here (0.5.0 and 0.8.0 agree).
+DEFAULTS = {
+    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
+    "actor_rollout_ref.rollout.n": 1,
+    "actor_rollout_ref.model.enable_gradient_checkpointing": False,
+    "critic.model.enable_gradient_checkpointing": True,
+    "data.max_prompt_length": 512,
+    "data.max_response_length": 512,
+}
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    bytes: float
+
+    @property
+    def gib(self) -> float:
+        return self.bytes / GIB
+
+
+@dataclass
+class MemoryEstimate:
+    gpu_memory_gib: float
+    phases: dict[str, list[Term]]
+    notes: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    known: bool = True  # False when the architecture is unknown (no config.json, no table entry)
+    # vLLM/SGLang start while the trainer state is resident: that state must fit beside their share.
+    engine_share_gib: float | None = None
+    resident_at_rollout_gib: float | None = None
+
+    def phase_gib(self, phase: str) -> float:
+        return sum(t.bytes for t in self.phases[phase]) / GIB
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=self.phase_gib) if self.phases else ""
+
+    @property
+    def total_gib(self) -> float:
+        return self.phase_gib(self.peak_phase) if self.phases else 0.0
+
+    @property
+    def terms(self) -> list[Term]:
+        if not self.phases:
+            return []
+        return sorted((t for t in self.phases[self.peak_phase] if t.bytes > 0), key=lambda t: -t.bytes)
+
+    def biggest(self, n: int = 3) -> str:
+        return ", ".join(f"{t.name} {t.gib:.1f}" for t in self.terms[:n])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "total_gib": round(self.total_gib, 3),
+            "gpu_memory_gib": round(self.gpu_memory_gib, 3),
+            "peak_phase": self.peak_phase,
+            "terms": [{"name": t.name, "gib": round(t.gib, 3)} for t in self.terms],
+            "phases": {p: {"total_gib": round(self.phase_gib(p), 3),
+                           "terms": [{"name": t.name, "gib": round(t.gib, 3)} for t in terms if t.bytes > 0]}
+                       for p, terms in self.phases.items()},
+            "engine_share_gib": None if self.engine_share_gib is None else round(self.engine_share_gib, 3),
+            "resident_at_rollout_gib": (None if self.resident_at_rollout_gib is None
+                                        else round(self.resident_at_rollout_gib, 3)),
+            "params": self.params,
+            "notes": self.notes,
+            "known": self.known,
+        }
+
+
+def lookup(run: ResolvedRun, key: str, default: Any = None) -> Any:
+    """The value verl will see for a dotted key, honouring parents given as mappings
+    (`+a.b={c: 1}`) and children given on their own (`+a.b.c=1`): the last override that sets it wins."""
+    from rlrecipes import overrides as ov
+
+    found, value = False, default
+    for raw_key in run.overrides:
+        bare = ov.bare_key(raw_key)
+        if raw_key.startswith("~"):
+            if key == bare or key.startswith(bare + "."):
+                found, value = False, default
+            continue
+        if bare == key:
+            found, value = True, run.get(bare)
+        elif key.startswith(bare + "."):
+            node = run.get(bare)
+            for part in key[len(bare) + 1:].split("."):
+                if not isinstance(node, dict) or part not in node:
+                    node = _MISSING
+                    break
+                node = node[part]
+            if node is not _MISSING:
+                found, value = True, node
+    return value if found else default
+
+
+_MISSING = object()
+
+
+def _dtype_name(value: Any, default: str) -> str:
+    if value is None:
+        return default
+    text = str(value).lower().replace("torch.", "")
+    aliases = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+    return aliases.get(text, text)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Dtypes verl will use, read from the final overrides (what decides hardware support)."""
+
+    actor_storage: str  # FSDP flat params of the actor (model_dtype; fp32 default)
+    actor_compute: str  # mixed_precision.param_dtype (bf16 default)
+    ref_storage: str  # ref fsdp_config.model_dtype (bf16 default)
+    critic_storage: str
+    critic_compute: str
+    rollout: str  # what the rollout computes in
+
+    def used(self, use_critic: bool, separate_ref: bool) -> dict[str, str]:
+        out = {"actor": self.actor_compute, "rollout": self.rollout}
+        if separate_ref:
+            out["reference"] = self.ref_storage
+        if use_critic:
+            out["critic"] = self.critic_compute
+        return out
+
+
+def precision(run: ResolvedRun) -> Precision:
+    verl05 = run.image.verl.startswith("0.5.")
+    actor_fsdp = "actor_rollout_ref.actor.fsdp_config"
+    ref_fsdp = "actor_rollout_ref.ref.fsdp_config"
+    critic_fsdp = "critic.model.fsdp_config" if verl05 else "critic.fsdp"
+    actor_storage = _dtype_name(lookup(run, f"{actor_fsdp}.model_dtype"), "fp32")
+    actor_compute = _dtype_name(lookup(run, f"{actor_fsdp}.mixed_precision.param_dtype"), "bf16")
+    ref_storage = _dtype_name(lookup(run, f"{ref_fsdp}.model_dtype"), "bf16")
+    critic_storage = _dtype_name(lookup(run, f"{critic_fsdp}.model_dtype"), "fp32")
+    critic_compute = _dtype_name(lookup(run, f"{critic_fsdp}.mixed_precision.param_dtype"), "bf16")
+    engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)
+    if engine == "hf":
+        # HF generate runs the actor's FSDP module: it computes in the actor's param dtype (the bf16
+        # autocast hard-coded in 0.5.0's hf_rollout.py is disabled by the P40 image's patch).
+        rollout = actor_compute
+    else:
+        rollout = _dtype_name(run.get("actor_rollout_ref.rollout.dtype"), "bf16")
+    return Precision(actor_storage, actor_compute, ref_storage, critic_storage, critic_compute, rollout)
+
+
+def _int(run: ResolvedRun, key: str, default: int) -> int:
+    value = run.get(key, DEFAULTS.get(key, default))
+    return int(value) if value not in (None, "") else default
+
+
+def _bool(run: ResolvedRun, key: str, default: bool) -> bool:
+    value = run.get(key, DEFAULTS.get(key, default))
+    return bool(value) if value is not None else default
+
+
+def _layer_activation_bytes(arch: Architecture, tokens: float, seq: int, batch: int, nbytes: int,
+                            eager: bool, inference: bool = False) -> float:
+    """Activations one decoder layer keeps for backward (Korthikanti et al. 2022, adapted to SwiGLU
+    without dropout: 17h + 8I values per token in 16-bit terms), plus eager attention's score matrices.
+    Without autograd (`inference`) only the live tensors count: ~4h + 3I values per token."""
+    if inference:
+        per_token = (4 * arch.hidden + 3 * arch.intermediate) * nbytes
+    else:
+        per_token = (17 * arch.hidden + 8 * arch.intermediate) * nbytes / 2
+    scores = batch * arch.heads * seq * seq * nbytes * 2 if eager else 0
+    return tokens * per_token + scores
+
+
+def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstimate:
+    """Per-GPU peak estimate. `inventory_gpu`: a detected GPU (anything with `memory_mib`) to plan
+    against; default the profile's GPU."""
+    from rlrecipes.plan import architecture
+
+    if inventory_gpu is not None and getattr(inventory_gpu, "memory_mib", None):
+        gpu_gib = float(inventory_gpu.memory_mib) / 1024
+    else:
+        gpu_gib = float(run.profile.gpu.memory_gib)
+    arch = architecture(run)
+    if arch is None:
+        return MemoryEstimate(gpu_gib, {}, notes=[f"unknown architecture for {run.recipe.model.hub_id}: no "
+                                                  f"config.json in {run.model_path} and no entry in "
+                                                  "rlrecipes.models.ARCHITECTURES"], known=False)
+    notes: list[str] = []
+    n_gpus = max(1, _int(run, "trainer.n_gpus_per_node", run.profile.gpus_per_node)
+                 * _int(run, "trainer.nnodes", run.profile.nnodes))
+    prec = precision(run)
+    params = param_count(arch)
+    rank = run.lora_rank
+    targets = run.get("actor_rollout_ref.model.target_modules", "all-linear")
+    lora = lora_param_count(arch, rank, targets if isinstance(targets, str) else tuple(targets)) if rank else 0
+    trainable = lora or params
+    separate_ref = run.use_reference_policy and not rank  # LoRA: the actor without adapter is the reference
+    use_critic = run.use_critic
+
+    a_fsdp = "actor_rollout_ref.actor.fsdp_config"
+    c_fsdp = "critic.model.fsdp_config" if run.image.verl.startswith("0.5.") else "critic.fsdp"
+    actor_param_off = _bool(run, f"{a_fsdp}.param_offload", False)
+    actor_optim_off = _bool(run, f"{a_fsdp}.optimizer_offload", False)
+    ref_param_off = _bool(run, "actor_rollout_ref.ref.fsdp_config.param_offload", False)
+    critic_param_off = _bool(run, f"{c_fsdp}.param_offload", False)
+    critic_optim_off = _bool(run, f"{c_fsdp}.optimizer_offload", False)
+
+    prompt = _int(run, "data.max_prompt_length", 512)
+    response = _int(run, "data.max_response_length", 512)
+    seq = prompt + response
+    n = _int(run, "actor_rollout_ref.rollout.n", 1)
+    batch = _int(run, "data.train_batch_size", 1)
+    actor_micro = _int(run, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 1)
+    logprob_micro = _int(run, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", actor_micro)
+    ref_micro = _int(run, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", logprob_micro)
+    critic_micro = _int(run, "critic.ppo_micro_batch_size_per_gpu", actor_micro)
+    actor_gc = _bool(run, "actor_rollout_ref.model.enable_gradient_checkpointing", False)
+    critic_gc = _bool(run, "critic.model.enable_gradient_checkpointing", True)
+    attention = str(lookup(run, _attn_key(run), run.profile.attention) or "")
+    eager = attention == "eager"
+    if run.get("actor_rollout_ref.actor.use_dynamic_bsz"):
+        notes.append("use_dynamic_bsz is on: micro batches are packed by tokens; the estimate uses the "
+                     "per-GPU micro batch sizes at full sequence length")
+
+    def w(count: int, dtype: str) -> float:
+        return count * BYTES.get(dtype, 4) / n_gpus
+
+    actor_w = w(params + lora, prec.actor_storage)
+    actor_g = trainable * 4 / n_gpus
+    actor_o = trainable * 8 / n_gpus
+    ref_w = w(params, prec.ref_storage) if separate_ref else 0.0
+    critic_w = w(params, prec.critic_storage) if use_critic else 0.0
+    critic_g = params * 4 / n_gpus if use_critic else 0.0
+    critic_o = params * 8 / n_gpus if use_critic else 0.0
+
+    def activations(micro: int, gc: bool, dtype: str, name: str) -> list[Term]:
+        nbytes = BYTES.get(dtype, 4)
+        tokens = micro * seq
+        one_layer = _layer_activation_bytes(arch, tokens, seq, micro, nbytes, eager)
+        if gc:
+            return [Term(f"{name} checkpointed layer inputs", arch.layers * tokens * arch.hidden * nbytes),
+                    Term(f"{name} recomputed layer", one_layer)]
+        return [Term(f"{name} activations ({arch.layers} layers, no checkpointing)", arch.layers * one_layer)]
+
+    def logits(micro: int, dtype: str, name: str) -> Term:
+        return Term(f"{name} logits + fp32 log-softmax", micro * seq * arch.vocab * (BYTES.get(dtype, 4) + 4))
+
+    ctx = Term("CUDA context + allocator", CONTEXT_GIB * GIB)
+    engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)
+    phases: dict[str, list[Term]] = {}
+
+    # States that stay on the GPU while another model works (offloaded ones are on the CPU).
+    def resident(skip: str) -> list[Term]:
+        out = []
+        if skip != "actor":
+            out.append(Term("actor weights", 0.0 if actor_param_off else actor_w))
+            out.append(Term("actor Adam state", 0.0 if actor_optim_off else actor_o))
+        if separate_ref and skip != "ref":
+            out.append(Term("reference weights", 0.0 if ref_param_off else ref_w))
+        if use_critic and skip != "critic":
+            out.append(Term("critic weights", 0.0 if critic_param_off else critic_w))
+            out.append(Term("critic Adam state", 0.0 if critic_optim_off else critic_o))
+        return out
+
+    # -- rollout
+    engine_share = None
+    resident_rollout = None
+    if engine in ("vllm", "sglang"):
+        util = float(run.get("actor_rollout_ref.rollout.gpu_memory_utilization",
+                             DEFAULTS["actor_rollout_ref.rollout.gpu_memory_utilization"]))
+        tp = _int(run, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
+        engine_share = util * gpu_gib * GIB
+        state = resident("")
+        resident_rollout = (sum(t.bytes for t in state) + ctx.bytes) / GIB
+        phases["rollout"] = [*state, ctx, Term(f"{engine} gpu_memory_utilization {util:g} x {gpu_gib:g} GiB "
+                                               f"(weights/TP{tp}, KV cache, graphs)", engine_share),
+                             Term(f"{engine} process CUDA context", CONTEXT_GIB * GIB)]
+        notes.append(f"{engine} reserves gpu_memory_utilization x total GPU memory when it starts; the trainer "
+                     "state resident at that moment must fit in the rest")
+        if run.get("actor_rollout_ref.rollout.free_cache_engine", True) is False:
+            notes.append("free_cache_engine is off: the engine keeps its share during the update phases")
+    else:
+        gen_micro = run.get("actor_rollout_ref.rollout.micro_batch_size")
+        per_gpu = max(1, batch * n // n_gpus)
+        gen_batch = min(per_gpu, int(gen_micro)) if gen_micro else per_gpu
+        nbytes = BYTES.get(prec.rollout, 4)
+        kv = 2 * arch.layers * arch.kv_heads * arch.head_dim * nbytes * gen_batch * seq
+        state = resident("")
+        if actor_param_off:  # HF generate runs the actor's FSDP module: it is loaded for the rollout
+            state = [Term("actor weights", actor_w) if t.name == "actor weights" else t for t in state]
+        phases["rollout"] = [
+            *state, ctx,
+            Term(f"KV cache (HF generate, {gen_batch} sequences x {seq} tokens)", kv),
+            Term("prefill attention scores (eager)", gen_batch * arch.heads * prompt * prompt * nbytes * 2
+                 if eager else 0.0),
+            Term("prefill layer activations", _layer_activation_bytes(arch, gen_batch * prompt, prompt, gen_batch,
+                                                                       nbytes, False, inference=True)),
+            Term("sampling logits (last token, fp32)", gen_batch * arch.vocab * 4 * 3),
+        ]
+        # One FSDP unit without a wrap policy: the whole model is gathered in the compute dtype.
+        if n_gpus > 1 or prec.actor_compute != prec.actor_storage:
+            phases["rollout"].append(Term("gathered full parameters", params * BYTES.get(prec.actor_compute, 4)))
+        notes.append(f"HF rollout generates {gen_batch} sequences per GPU at once (set "
+                     "+actor_rollout_ref.rollout.micro_batch_size to chunk it)")
+
+    # -- forward-only passes (old log-probs, reference log-probs, critic values)
+    log_prob: list[Term] = [*resident(""), ctx]
+    fwd = max(
+        (logprob_micro, "actor", prec.actor_compute),
+        (ref_micro if separate_ref else 0, "reference", prec.ref_storage),
+        key=lambda x: x[0] * (BYTES.get(x[2], 4) + 4),
+    )
+    log_prob.append(Term(f"{fwd[1]} forward layer (micro {fwd[0]})",
+                         _layer_activation_bytes(arch, fwd[0] * seq, seq, fwd[0], BYTES.get(fwd[2], 4), eager,
+                                                 inference=True)))
+    log_prob.append(logits(fwd[0], fwd[2], f"{fwd[1]} forward (micro {fwd[0]})"))
+    if separate_ref and ref_param_off:
+        log_prob.append(Term("reference weights (loaded for its pass)", ref_w))
+    if use_critic and critic_param_off:
+        log_prob.append(Term("critic weights (loaded for values)", critic_w))
+    phases["log_prob"] = log_prob
+
+    # -- actor update: its weights, gradients and Adam state are all on the GPU
+    phases["update_actor"] = [
+        *resident("actor"), ctx,
+        Term("actor weights", actor_w),
+        Term("actor gradients" + (" (LoRA)" if lora else ""), actor_g),
+        Term("actor Adam state" + (" (LoRA)" if lora else "") + (" (loaded from CPU)" if actor_optim_off else ""),
+             actor_o),
+        *activations(actor_micro, actor_gc, prec.actor_compute, f"actor (micro {actor_micro})"),
+        logits(actor_micro, prec.actor_compute, f"actor (micro {actor_micro})"),
+    ]
+    if use_critic:
+        phases["update_critic"] = [
+            *resident("critic"), ctx,
+            Term("critic weights", critic_w),
+            Term("critic gradients", critic_g),
+            Term("critic Adam state" + (" (loaded from CPU)" if critic_optim_off else ""), critic_o),
+            *activations(critic_micro, critic_gc, prec.critic_compute, f"critic (micro {critic_micro})"),
+        ]
+    estimate = MemoryEstimate(
+        gpu_memory_gib=gpu_gib, phases=phases, notes=notes,
+        params={"architecture": arch.name, "params": params, "lora_params": lora, "trainable": trainable,
+                "n_gpus": n_gpus, "sequence_tokens": seq, "precision": prec.__dict__,
+                "reference": "separate" if separate_ref else ("actor without adapter" if rank and
+                                                               run.use_reference_policy else "none"),
+                "critic": use_critic},
+        engine_share_gib=None if engine_share is None else engine_share / GIB,
+        resident_at_rollout_gib=resident_rollout,
+    )
+    return estimate
+
+
+def _attn_key(run: ResolvedRun) -> str:
+    from rlrecipes.recipe import _version_keys
+
+    return _version_keys(run.image.verl)["attn"].lstrip("+")

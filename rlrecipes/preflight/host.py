@@ -1,0 +1,124 @@
+"""Facts about the host, gathered at the edge by one function so that checks stay pure and tests can
+inject any host ("64 MB /dev/shm", "room for one checkpoint"): disk, /dev/shm, RAM, ulimits, wandb
+credentials, the watchdog's budget."""
+
+from __future__ import annotations
+
+import json
+import netrc
+import os
+import resource
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_KEYS = ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "WANDB_DISABLED", "CUDA_VISIBLE_DEVICES",
+            "NVIDIA_VISIBLE_DEVICES", "RAY_ADDRESS", "HF_HUB_OFFLINE", "HOME", "NETRC")
+
+
+@dataclass(frozen=True)
+class DiskFacts:
+    path: str  # the path asked about
+    checked: str  # the nearest existing ancestor that was measured
+    free_bytes: int  # available to an unprivileged writer (f_bavail)
+    total_bytes: int
+    device: int  # st_dev: paths on one filesystem share their free space
+
+
+@dataclass
+class HostFacts:
+    disk: dict[str, DiskFacts] = field(default_factory=dict)
+    shm_path: str = "/dev/shm"
+    shm_bytes: int | None = None  # size of the filesystem; None: absent
+    ram_total_bytes: int | None = None
+    ram_available_bytes: int | None = None
+    nofile_soft: int | None = None  # None: unlimited
+    memlock_soft: int | None = None  # None: unlimited
+    env: dict[str, str] = field(default_factory=dict)
+    wandb_netrc: bool = False  # ~/.netrc has a login for the wandb API host (what `wandb login` writes)
+    watchdog: dict | None = None  # the checkpoint watchdog's budget, from its status file
+
+    def disk_for(self, path: str | os.PathLike) -> DiskFacts | None:
+        return self.disk.get(str(path))
+
+
+def disk_facts(path: str | os.PathLike) -> DiskFacts | None:
+    target = Path(path)
+    probe = target
+    while not probe.exists():
+        if probe.parent == probe:
+            return None
+        probe = probe.parent
+    try:
+        st = os.statvfs(probe)
+        dev = probe.stat().st_dev
+    except OSError:
+        return None
+    return DiskFacts(str(target), str(probe), st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, dev)
+
+
+def _meminfo(path: str = "/proc/meminfo") -> tuple[int | None, int | None]:
+    values = {}
+    try:
+        with open(path, encoding="ascii") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts:
+                    values[key] = int(parts[0]) * 1024
+    except OSError:
+        return None, None
+    return values.get("MemTotal"), values.get("MemAvailable")
+
+
+def _limit(which: int) -> int | None:
+    soft, _hard = resource.getrlimit(which)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def wandb_netrc_login(env: dict[str, str]) -> bool:
+    """True when ~/.netrc (or $NETRC) holds credentials for the wandb API host."""
+    host = env.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://", 1)[-1].split("/", 1)[0].split(":")[0]
+    path = env.get("NETRC") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".netrc")
+    try:
+        auth = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(auth and auth[2])
+
+
+def read_watchdog_budget(ckpt_root: str | os.PathLike) -> dict | None:
+    """The watchdog's quota and usage when its status file exists under the checkpoint root."""
+    for base in (Path(ckpt_root), Path(ckpt_root).parent):
+        path = base / ".watchdog" / "status.json"
+        try:
+            status = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        policy, budget = status.get("policy") or {}, status.get("budget") or {}
+        return {"status": str(path), "quota_bytes": policy.get("quota_bytes"),
+                "min_free_bytes": policy.get("min_free_bytes"), "root_bytes": status.get("root_bytes"),
+                "room_bytes": budget.get("room_bytes")}
+    return None
+
+
+def gather_host_facts(paths: list[str | os.PathLike], shm_path: str = "/dev/shm",
+                      env: dict[str, str] | None = None, ckpt_root: str | os.PathLike | None = None) -> HostFacts:
+    env = dict(os.environ if env is None else env)
+    shm = None
+    try:
+        st = os.statvfs(shm_path)
+        shm = st.f_blocks * st.f_frsize
+    except OSError:
+        pass
+    total, available = _meminfo()
+    disk = {}
+    for path in paths:
+        facts = disk_facts(path)
+        if facts is not None:
+            disk[str(path)] = facts
+    return HostFacts(
+        disk=disk, shm_path=shm_path, shm_bytes=shm, ram_total_bytes=total, ram_available_bytes=available,
+        nofile_soft=_limit(resource.RLIMIT_NOFILE), memlock_soft=_limit(resource.RLIMIT_MEMLOCK),
+        env={k: env[k] for k in ENV_KEYS if k in env}, wandb_netrc=wandb_netrc_login(env),
+        watchdog=read_watchdog_budget(ckpt_root) if ckpt_root else None,
+    )
