@@ -209,7 +209,7 @@ def test_prompt_length_filter_matches_chat_template_lengths(tmp_path, capsys):
     tok = AutoTokenizer.from_pretrained(tok_dir)
     rows = fixture_rows("train")
     lengths = [
-        len(tok.apply_chat_template([{"role": "user", "content": r["question"] + " " + VERL_INSTRUCTION}], add_generation_prompt=True))
+        len(tok.apply_chat_template([{"role": "user", "content": f"{r['question']} {VERL_INSTRUCTION}"}], add_generation_prompt=True))
         for r in rows
     ]
     limit = sorted(lengths)[len(lengths) // 2]
@@ -319,3 +319,20 @@ def test_verl_rlhf_dataset_loads_and_tokenizes(run_in_verl, tmp_path, version):
         assert full["text"].endswith("<|im_start|>assistant\n")
     # verl's own overlong-prompt filter keeps exactly the rows our --max-prompt-length would keep.
     assert result[str(limit)]["len"] == sum(n <= limit for n in lengths)
+
+
+def test_hub_id_source_loads_config_main(tmp_path, monkeypatch):
+    # No hub here: stand in for the download and check what the stage asks `datasets` for.
+    import datasets
+
+    calls = []
+    local = datasets.load_dataset(str(FIXTURE), "main")
+
+    def fake_load_dataset(path, name=None, **kwargs):
+        calls.append((path, name))
+        return local
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    assert run_cli("--source", "openai/gsm8k", "--out", str(tmp_path / "hub")) == 0
+    assert calls == [("openai/gsm8k", "main")]
+    assert json.loads((tmp_path / "hub" / "manifest.json").read_text())["source"] == "openai/gsm8k"

@@ -351,7 +351,11 @@ def test_score_cli_lm_eval_samples(tmp_path, capsys):
     from rlrecipes.cli import main
 
     # lm-eval logs each doc once per filter with the same response; the target is the raw answer.
-    docs = [("so #### 72", "a\n#### 72", 1.0, 1.0), ("it is 1,000.", "b\n#### 1,000", 0.0, 1.0), ("#### 5", "c\n#### 6", 0.0, 0.0)]
+    docs = [
+        ("so #### 72", "a\n#### 72", 1.0, 1.0),
+        ("it is 1,000.", "b\n#### 1,000", 0.0, 1.0),
+        ("#### 5", "c\n#### 6", 0.0, 0.0),
+    ]
     rows = []
     for i, (resp, target, strict, flexible) in enumerate(docs):
         for name, em in (("strict-match", strict), ("flexible-extract", flexible)):

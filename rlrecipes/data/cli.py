@@ -21,14 +21,18 @@ def data_arguments(parser: argparse.ArgumentParser) -> None:
         help="hub id (config 'main'), a local dataset directory, or train*/test* .jsonl/.parquet files "
         "(default: openai/gsm8k)",
     )
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (train.parquet, test.parquet, manifest.json)")
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="output directory (train.parquet, test.parquet, manifest.json)"
+    )
     parser.add_argument(
         "--template",
         choices=TEMPLATES,
         default="verl",
         help="prompt instruction: verl's '#### answer' (default) or think (<think>...</think> then '#### answer')",
     )
-    parser.add_argument("--tokenizer", metavar="MODEL_DIR", help="tokenizer used to measure prompts (with --max-prompt-length)")
+    parser.add_argument(
+        "--tokenizer", metavar="MODEL_DIR", help="tokenizer used to measure prompts (with --max-prompt-length)"
+    )
     parser.add_argument(
         "--max-prompt-length",
         type=int,

@@ -24,7 +24,9 @@ def score_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("path", metavar="PARQUET_OR_JSONL", help="saved generations (.jsonl, .json lines or .parquet)")
     parser.add_argument("--mode", choices=MODES, action="append", help="score only these modes (repeatable; default: all)")
-    parser.add_argument("--response-key", metavar="KEY", help=f"response field (default: first of {', '.join(RESPONSE_KEYS)})")
+    parser.add_argument(
+        "--response-key", metavar="KEY", help=f"response field (default: first of {', '.join(RESPONSE_KEYS)})"
+    )
     parser.add_argument(
         "--ground-truth-key", metavar="KEY", help=f"ground-truth field (default: first of {', '.join(GROUND_TRUTH_KEYS)})"
     )
