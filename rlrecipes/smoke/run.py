@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rlrecipes.errors import RecipeError, StageFailed
+from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.paths import PACKAGE_DIR, repo_root
 
@@ -142,6 +142,7 @@ def check_resume(recipe: str, text: str, steps: dict[int, dict[str, float]], rc:
 class Launch:
     rc: int
     killed: bool
+    timed_out: bool
     text: str
     console: Path
     seconds: float
@@ -150,7 +151,10 @@ class Launch:
 def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: int | None = None,
            timeout: float = 900, echo=sys.stdout) -> Launch:
     """Run one training launch in its own process group, tee its output to `console`; with
-    kill_after_step, kill the group as soon as that step's metrics line appeared."""
+    kill_after_step, kill the group as soon as that step's metrics line appeared; past `timeout`
+    seconds kill it and report timed_out."""
+    import threading
+
     console.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     killed = False
@@ -158,6 +162,8 @@ def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: 
     with open(console, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
                                 bufsize=1, start_new_session=True, errors="replace")
+        timer = threading.Timer(timeout, _kill_group, args=(proc,))
+        timer.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -166,9 +172,6 @@ def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: 
                 log.flush()
                 if echo is not None:
                     echo.write(line)
-                if time.monotonic() - start > timeout:
-                    _kill_group(proc)
-                    raise StageFailed(f"launch ran past {timeout:.0f} s", where=str(console))
                 match = _STEP_LINE.search(line.rstrip("\n"))
                 if kill_after_step is not None and match and int(match.group(1)) >= kill_after_step:
                     # The step's checkpoint and tracker are written before its metrics line, and the
@@ -178,10 +181,14 @@ def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: 
                     killed = True
                     break
         finally:
-            if proc.poll() is None and not killed:
+            timed_out = not timer.is_alive() and not killed and time.monotonic() - start >= timeout
+            timer.cancel()
+            if proc.poll() is None:
                 _kill_group(proc)
         rc = proc.wait()
-    return Launch(rc, killed, "".join(lines), console, time.monotonic() - start)
+    if timed_out:
+        lines.append(f"[rlrecipes smoke] killed after {timeout:.0f} s\n")
+    return Launch(rc, killed, timed_out, "".join(lines), console, time.monotonic() - start)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -216,7 +223,13 @@ def merge_and_compare(ckpt_dir: Path, base_dir: Path, out_dir: Path, python: str
     """Merge the last checkpoint with `rlrecipes merge` (a subprocess, in the training interpreter)
     and check that the result loads as a causal LM whose weights differ from the base model."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    cmd = [python, "-m", "rlrecipes", "merge", str(ckpt_dir), "--out", str(out_dir)]
+    if importlib.util.find_spec("rlrecipes.merge") is not None:
+        cmd = [python, "-m", "rlrecipes", "merge", str(ckpt_dir), "--out", str(out_dir)]
+    else:
+        # Without the merge stage, verl's own merger (which does not fuse LoRA, verl #7285).
+        step = (ckpt_dir / TRACKER).read_text().strip() if (ckpt_dir / TRACKER).is_file() else "?"
+        cmd = [python, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+               "--local_dir", str(ckpt_dir / f"global_step_{step}" / "actor"), "--target_dir", str(out_dir)]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
@@ -239,7 +252,8 @@ def merge_and_compare(ckpt_dir: Path, base_dir: Path, out_dir: Path, python: str
         return Check(recipe, "merge -> loadable model, weights moved", False, f"load failed: {' | '.join(tail)}")
     stats = json.loads(result.stdout.strip().splitlines()[-1])
     return Check(recipe, "merge -> loadable model, weights moved", stats["changed"] > 0,
-                 f"{stats['changed']}/{stats['tensors']} tensors changed, max |diff| {stats['max_abs_diff']:.3g}")
+                 f"{stats['changed']}/{stats['tensors']} tensors changed, max |diff| {stats['max_abs_diff']:.3g} "
+                 f"({' '.join(cmd[1:3])})")
 
 
 def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str, echo, timeout: float,
@@ -256,6 +270,9 @@ def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str,
         "RAY_DEDUP_LOGS": "0",
         "PYTHONUNBUFFERED": "1",
         "WANDB_MODE": "offline",
+        # A smoke run is one local GPU: never join a cluster named by RAY_ADDRESS or left behind by an
+        # earlier `ray start` (/tmp/ray/ray_current_cluster), whose num_cpus clash fails ray.init.
+        "RAY_ADDRESS": "local",
     })
     # The reward file imports rlrecipes inside verl's Ray workers, which inherit this environment.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")]))
@@ -277,6 +294,9 @@ def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str,
     second = launch(cmd, env, run.log_dir / f"console-{stamp}-2.log", None, timeout, echo)
     second_steps = parse_steps(second.text)
     checks += check_resume(name, second.text, second_steps, second.rc, total)
+    if first.timed_out or second.timed_out:
+        checks.append(Check(name, "launches within the time limit", False,
+                            f"a launch ran past {timeout:.0f} s and was killed"))
     use_kl = bool(run.get("actor_rollout_ref.actor.use_kl_loss", False))
     checks += check_metrics(name, {**first_steps, **second_steps}, expected_losses(run.use_critic, use_kl))
     if second.rc == 0:
@@ -289,16 +309,19 @@ def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str,
     return checks, timing
 
 
-def print_table(checks: list[Check]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="smoke")
-    for col in ("recipe", "check", "result", "detail"):
-        table.add_column(col, overflow="fold")
-    for c in checks:
-        table.add_row(c.recipe, c.name, "[green]PASS[/]" if c.ok else "[red]FAIL[/]", c.detail)
-    Console(width=160).print(table)
+def format_table(checks: list[Check]) -> str:
+    """Plain fixed-width table (it lands in logs and CI output, where colour codes are noise)."""
+    rows = [("recipe", "check", "result", "detail")]
+    rows += [(c.recipe, c.name, "PASS" if c.ok else "FAIL", c.detail) for c in checks]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = []
+    for i, r in enumerate(rows):
+        lines.append("  ".join(r[j].ljust(widths[j]) for j in range(3)) + "  " + r[3])
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 6)
+    passed = sum(c.ok for c in checks)
+    lines.append(f"{passed}/{len(checks)} checks passed")
+    return "\n".join(lines)
 
 
 def smoke_arguments(parser: argparse.ArgumentParser) -> None:
@@ -336,6 +359,6 @@ def smoke(args: argparse.Namespace) -> int:
     summary = {"profile": profile, "passed": all(c.ok for c in checks), "checks": [asdict(c) for c in checks],
                "launches": timings}
     atomic_write_text(work / "summary.json", json.dumps(summary, indent=2) + "\n")
-    print_table(checks)
+    print(format_table(checks))
     print(f"summary: {work / 'summary.json'}")
     return 0 if summary["passed"] else 1

@@ -1,0 +1,129 @@
+"""Measurement hooks for GPU runs, loaded by every Python process (Ray workers too) when this folder
+is on PYTHONPATH. Nothing happens unless one of these variables is set:
+
+RLRECIPES_GPU_MEMORY_CAP_GIB=24
+    Right after CUDA initialises in a process, cap PyTorch's caching allocator at that many GiB with
+    torch.cuda.set_per_process_memory_fraction: a 24 GB card simulated on a bigger one. The CUDA
+    context and NCCL buffers sit outside the allocator and are not capped.
+RLRECIPES_PHASE_LOG=/path/phases.jsonl
+    Wrap verl 0.5.0's FSDP worker methods (rollout, log-prob, ref, values, critic and actor updates):
+    for each call append {"phase", "call", "seconds", "peak_allocated_gib", "peak_reserved_gib"} with
+    the allocator's peak during that call (peak stats are reset before each call).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import time
+
+_CAP = os.environ.get("RLRECIPES_GPU_MEMORY_CAP_GIB")
+_PHASE_LOG = os.environ.get("RLRECIPES_PHASE_LOG")
+
+PHASES = {
+    "ActorRolloutRefWorker": {
+        "generate_sequences": "rollout",
+        "compute_log_prob": "old_log_prob",
+        "compute_ref_log_prob": "ref_log_prob",
+        "update_actor": "update_actor",
+    },
+    "CriticWorker": {"compute_values": "values", "update_critic": "update_critic"},
+}
+
+
+class _PostImportHooks(importlib.abc.MetaPathFinder):
+    """Run hook(module) right after the named module's code has executed."""
+
+    def __init__(self, hooks):
+        self.hooks = dict(hooks)
+
+    def find_spec(self, name, path=None, target=None):
+        hook = self.hooks.get(name)
+        if hook is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        del self.hooks[name]
+        original = spec.loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            try:
+                hook(module)
+            except Exception as exc:  # a measurement hook must never break the run it measures
+                print(f"[rlrecipes-gpu] hook for {name} failed: {exc!r}", file=sys.stderr)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _cap_cuda(cuda):
+    cap_bytes = float(_CAP) * 2**30
+    original = cuda._lazy_init
+    state = {"done": False}
+
+    def _lazy_init():
+        original()
+        if state["done"]:
+            return
+        state["done"] = True
+        device = cuda.current_device()
+        total = cuda.get_device_properties(device).total_memory
+        fraction = min(1.0, cap_bytes / total)
+        for index in range(cuda.device_count()):
+            cuda.set_per_process_memory_fraction(fraction, index)
+        print(f"[rlrecipes-gpu] pid {os.getpid()}: allocator capped at {float(_CAP):g} GiB "
+              f"({fraction:.4f} of {total / 2**30:.1f} GiB)", file=sys.stderr, flush=True)
+
+    cuda._lazy_init = _lazy_init  # torch's C++ lazy init calls torch.cuda._lazy_init by name
+
+
+def _wrap_phases(module):
+    import functools
+
+    import torch
+
+    counts = {}
+
+    def wrap(cls_name, method_name, phase):
+        cls = getattr(module, cls_name)
+        method = getattr(cls, method_name)
+
+        @functools.wraps(method)  # keeps verl's @register dispatch attributes
+        def measured(self, *args, **kwargs):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            start = time.perf_counter()
+            result = method(self, *args, **kwargs)
+            torch.cuda.synchronize()
+            counts[phase] = counts.get(phase, 0) + 1
+            record = {
+                "phase": phase,
+                "call": counts[phase],
+                "pid": os.getpid(),
+                "seconds": round(time.perf_counter() - start, 3),
+                "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3),
+                "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 3),
+            }
+            with open(_PHASE_LOG, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
+            return result
+
+        setattr(cls, method_name, measured)
+
+    for cls_name, methods in PHASES.items():
+        for method_name, phase in methods.items():
+            wrap(cls_name, method_name, phase)
+
+
+_hooks = {}
+if _CAP:
+    _hooks["torch.cuda"] = _cap_cuda
+if _PHASE_LOG:
+    _hooks["verl.workers.fsdp_workers"] = _wrap_phases
+if _hooks:
+    sys.meta_path.insert(0, _PostImportHooks(_hooks))
