@@ -26,34 +26,33 @@ for v in pristine no-critic-attn no-nn; do mkdir -p "$W/verl-$v" && cp -r /tmp/s
 python3 scripts/patch_verl_p40.py --verl-root "$W/verl-no-critic-attn/verl" --skip critic-attn-implementation \
   --skip valuehead-token-classification-attn --skip valuehead-causal-lm-attn > "$W/patch-demos.log" 2>&1
 python3 scripts/patch_verl_p40.py --verl-root "$W/verl-no-nn/verl" --skip rollout-num-return-sequences >> "$W/patch-demos.log" 2>&1
-python3 scripts/patch_verl_p40.py 2>&1 | tee "$W/patch.log"
-python3 scripts/patch_verl_p40.py 2>&1 | tail -1 | tee -a "$W/patch.log"   # idempotent: second run changes nothing
+python3 scripts/patch_verl_p40.py 2>&1 | tee "$OUT/patch.log"
+python3 scripts/patch_verl_p40.py 2>&1 | tail -1 | tee -a "$OUT/patch.log"   # idempotent: second run changes nothing
+cat "$W/patch-demos.log" >> "$OUT/patch.log"
 
 stamp "assets (tiny + qwen2.5-0.5b architecture)"
 python3 -m rlrecipes smoke-assets --out "$W/assets" > "$W/assets.log" 2>&1 || { cat "$W/assets.log"; exit 1; }
 
 stamp "start: smoke | demos | fit"
-( python3 -m rlrecipes smoke --work "$W/smoke" --assets "$W/assets" --timeout 200 > "$W/smoke.log" 2>&1; echo "smoke exit $?" >> "$W/smoke.log" ) &
+( timeout 570 python3 -m rlrecipes smoke --work "$W/smoke" --assets "$W/assets" --timeout 170 > "$OUT/smoke.log" 2>&1; echo "smoke exit $?" >> "$OUT/smoke.log" ) &
 SMOKE=$!
 ( python3 scripts/gpu/demo_unpatched.py --assets "$W/assets" --work "$W/demos" --timeout 200 \
     "pristine:smoke-ppo:$W/verl-pristine" "no-critic-attn:smoke-ppo:$W/verl-no-critic-attn" \
-    "no-nn:smoke-grpo-lora:$W/verl-no-nn" > "$W/demos.log" 2>&1 ) &
+    "no-nn:smoke-grpo-lora:$W/verl-no-nn" > "$OUT/demos.log" 2>&1 ) &
 DEMOS=$!
 ( PYTHONPATH="$PWD/scripts/gpu/site:$PYTHONPATH" python3 scripts/gpu/fit.py qwen2.5-0.5b-gsm8k-ppo \
     --arch qwen2.5-0.5b --assets "$W/fit-assets" --work "$W/fit" --cap-gib 24 --steps 4 --timeout 420 \
-    > "$W/fit.log" 2>&1; echo "fit exit $?" >> "$W/fit.log" ) &
+    > "$OUT/fit.log" 2>&1; echo "fit exit $?" >> "$OUT/fit.log" ) &
 FIT=$!
 wait $DEMOS; stamp "demos done"
 wait $FIT; stamp "fit done"
 wait $SMOKE; stamp "smoke done"
 
 cp "$W/smoke/summary.json" "$OUT/smoke-summary.json" 2>/dev/null
-cat "$W/patch.log" "$W/patch-demos.log" "$W/demos.log" > "$OUT/demos-and-patch.log"
-cp "$W/fit/fit-qwen2.5-0.5b-gsm8k-ppo.json" "$OUT/fit.json" 2>/dev/null
-tail -c 3000000 "$W/smoke.log" > "$OUT/smoke.log"
 tar -czf "$OUT/logs.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
-  smoke/logs smoke/summary.json demos fit/logs fit/phases-qwen2.5-0.5b-gsm8k-ppo.jsonl fit.log assets.log 2>/dev/null
-echo "=== demos";  cat "$W/demos.log" | tail -20
-echo "=== fit";    tail -25 "$W/fit.log"
-echo "=== smoke";  tail -40 "$W/smoke.log"
+  smoke/logs demos fit/logs fit/fit-qwen2.5-0.5b-gsm8k-ppo.json fit/phases-qwen2.5-0.5b-gsm8k-ppo.jsonl \
+  assets.log pip.log 2>/dev/null
+echo "=== demos"; tail -20 "$OUT/demos.log"
+echo "=== fit";   tail -25 "$OUT/fit.log"
+echo "=== smoke"; tail -25 "$OUT/smoke.log"
 stamp "end"
