@@ -162,7 +162,7 @@ def launchers_arguments(parser: argparse.ArgumentParser) -> None:
 
 def launchers(args) -> int:
     from rlrecipes.fsutil import atomic_write_text
-    from rlrecipes.paths import repo_root
+    from rlrecipes.paths import recipes_dir, repo_root
     from rlrecipes.recipe import list_recipes, resolve
     from rlrecipes.render import launcher_path, launcher_text
 
@@ -183,8 +183,7 @@ def launchers(args) -> int:
             atomic_write_text(path, text, mode=0o755)
             print(f"wrote {rel}")
     expected = {launcher_path(resolve(n, env=env)) for n in list_recipes()}
-    orphans = [p for p in launcher_path(resolve(list_recipes()[0], env=env)).parent.rglob("*.sh")
-               if p not in expected]
+    orphans = sorted(set(recipes_dir().rglob("*.sh")) - expected)
     if args.check:
         problems = [f"stale or missing: {s}" for s in stale] + [f"no recipe for: {o}" for o in orphans]
         for line in problems:

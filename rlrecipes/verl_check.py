@@ -104,10 +104,11 @@ def _composition_error(exc: Exception, overrides: list[str]) -> dict:
             suggestions = _suggest(bad, base)
         except Exception:  # noqa: BLE001 -- suggestions are best effort; the error itself stands
             suggestions = []
-    kind = "unknown_key" if ("not in struct" in detail or "Could not override" in detail and "not in" in detail
-                             or "Key '" in detail) else "compose"
-    return {"ok": False, "kind": kind, "key": bad, "message": detail.strip().splitlines()[0] if bad is None else
-            f"'{bad}' is not a key of verl's config", "detail": detail.strip(), "suggestions": suggestions}
+    if bad is None:
+        return {"ok": False, "kind": "compose", "key": None, "message": detail.strip().splitlines()[0],
+                "detail": detail.strip(), "suggestions": []}
+    return {"ok": False, "kind": "unknown_key", "key": bad, "message": f"'{bad}' is not a key of verl's config",
+            "detail": detail.strip(), "suggestions": suggestions}
 
 
 def _check_050(cfg) -> tuple[bool, bool]:
@@ -205,6 +206,33 @@ def _check_08x(cfg) -> tuple[bool, bool]:
     return use_critic, use_ref
 
 
+_DEFAULTS = None
+
+
+def _type_mismatch(cfg, overrides: list[str]) -> dict | None:
+    """verl's YAML tree is untyped, so Hydra accepts `data.train_batch_size=abc` and verl later fails
+    with an unrelated TypeError. Compare each overridden value with the type of verl's default."""
+    global _DEFAULTS
+    from omegaconf import OmegaConf
+
+    if _DEFAULTS is None:
+        _DEFAULTS = _compose([])
+    for override in overrides:
+        if override.startswith(("~", "+")):
+            continue
+        key = _key_of(override)
+        default = OmegaConf.select(_DEFAULTS, key, default=None)
+        value = OmegaConf.select(cfg, key, default=None)
+        if default is None or value is None or isinstance(default, str) or OmegaConf.is_config(default):
+            continue
+        expected = bool if isinstance(default, bool) else (int, float) if isinstance(default, float) else int
+        if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
+            name = {bool: "a boolean", int: "an integer"}.get(expected, "a number")
+            return {"ok": False, "kind": "type", "key": key, "suggestions": [], "detail": "",
+                    "message": f"'{key}' must be {name} (verl's default is {default!r}), got {value!r}"}
+    return None
+
+
 def _describe(exc: Exception) -> str:
     """verl validates with bare asserts too: when there is no message, show the failing line of verl."""
     import traceback
@@ -226,6 +254,9 @@ def check(overrides: list[str]) -> dict:
         cfg = _compose(overrides)
     except Exception as exc:  # noqa: BLE001 -- Hydra raises several types; all are composition errors
         return _composition_error(exc, overrides)
+    mismatch = _type_mismatch(cfg, overrides)
+    if mismatch:
+        return mismatch
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured):

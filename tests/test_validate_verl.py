@@ -134,3 +134,18 @@ def test_python_dash_m_works(envs):
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "OK    smoke-grpo-lora on any-1gpu (verl 0.5.0)" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.train_batch_size=abc", "'data.train_batch_size' must be an integer (verl's default is 1024), got 'abc'"),
+        ("trainer.val_before_train=1", "'trainer.val_before_train' must be a boolean"),
+        ("+trainer.total_epochs=3", "Could not append to config. An item is already at 'trainer.total_epochs'"),
+        ("~trainer.no_such_key", "Could not delete from config. 'trainer.no_such_key' does not exist"),
+    ],
+)
+def test_wrong_types_and_bad_prefixes_are_named(envs, override, message):
+    (result,) = validate_runs([resolve("smoke-grpo-lora", overrides=[override])])
+    assert not result.ok
+    assert message in result.message
