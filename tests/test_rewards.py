@@ -297,7 +297,17 @@ manager = NaiveRewardManager(tokenizer=tok, num_examine=0, compute_score=fn)
 out = manager(data, return_dict=True)
 rewards = out["reward_tensor"].sum(-1).tolist()
 extra = {k: list(v) for k, v in out["reward_extra_info"].items()}
-print("RESULT" + json.dumps({"rewards": rewards, "extra": extra}))
+loop_results = None
+if version != "0.5.0":
+    # verl >= 0.7 trains through the async reward loop; its naive manager calls the scorer per sample.
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager as LoopManager
+
+    loop_manager = LoopManager(config=cfg, tokenizer=tok, compute_score=fn)
+    loop_results = []
+    for i in range(len(data)):
+        out_i = loop_manager.loop.run_until_complete(loop_manager.run_single(data[i : i + 1]))
+        loop_results.append({"score": float(out_i["reward_score"]), "extra": dict(out_i["reward_extra_info"])})
+print("RESULT" + json.dumps({"rewards": rewards, "extra": extra, "loop": loop_results}))
 """
 
 VERL_RESPONSES = [
@@ -339,6 +349,12 @@ def test_verl_naive_reward_manager_calls_the_scorer(run_in_verl, tmp_path, versi
         assert result["extra"]["pred"] == ["72", "72", "71", ""]
     else:
         assert result["extra"] == {}
+    if version == "0.8.0":
+        assert [r["score"] for r in result["loop"]] == expected
+        if return_dict:
+            assert [r["extra"]["pred"] for r in result["loop"]] == ["72", "72", "71", ""]
+        else:
+            assert [r["extra"] for r in result["loop"]] == [{"acc": e} for e in expected]
 
 
 # `rlrecipes score`: saved generations, scored with the same function.
