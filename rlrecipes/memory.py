@@ -14,7 +14,8 @@ in docs/preflight.md; in short, for N data-parallel GPUs (FSDP shards every stat
                otherwise:    L x b x s x (17h + 8I) x bytes/2           (Korthikanti et al. 2022, SwiGLU,
                                                                           no dropout)
                eager attention adds L (or 1) x b x heads x s^2 x bytes x 2 (scores before/after softmax)
-    logits     b x s x vocab x (bytes + 4)            lm_head output + fp32 log-softmax (152k vocab: big)
+    logits     b x s x vocab x (bytes + 4)            lm_head output + fp32 log-softmax/entropy temporary
+               b x s x vocab x 2 x bytes              with flash-attn's Triton cross-entropy (a100 image)
     rollout    vLLM / SGLang: gpu_memory_utilization x GPU memory, and the trainer state resident while it
                starts must fit in the rest; HF generate: KV cache 2 x L x kv_heads x head_dim x bytes x B x s
                (B = per-GPU rollout batch) + prefill attention scores (eager) + last-token logits
@@ -36,6 +37,8 @@ BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16"
 # A CUDA context plus the caching allocator's slack per process on the GPU (measured torch 2.x figures
 # are 0.3-0.6 GiB for the context alone; one process per GPU for the trainer, one more for vLLM/SGLang).
 CONTEXT_GIB = 0.5
+# Images that ship flash-attn (docker/*.Dockerfile; kept out of the P40 image on purpose).
+IMAGE_FLASH_ATTN = {"a100": True, "p40": False}
 # verl defaults of the keys read here (0.5.0 and 0.8.0 agree).
 DEFAULTS = {
     "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
@@ -277,8 +280,17 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
                     Term(f"{name} recomputed layer", one_layer)]
         return [Term(f"{name} activations ({arch.layers} layers, no checkpointing)", arch.layers * one_layer)]
 
+    # The lm_head output over every token plus one vocab-sized temporary: with flash-attn installed verl
+    # takes log-probs through its Triton cross-entropy (no fp32 copy; the temporary is the softmax of
+    # the entropy, or the logits' gradient) in the compute dtype; without it, log-softmax / entropy
+    # temporaries are fp32.
+    flash_ce = IMAGE_FLASH_ATTN.get(run.image.name, True)
+
     def logits(micro: int, dtype: str, name: str) -> Term:
-        return Term(f"{name} logits + fp32 log-softmax", micro * seq * arch.vocab * (BYTES.get(dtype, 4) + 4))
+        nbytes = BYTES.get(dtype, 4)
+        extra = nbytes if flash_ce else 4
+        label = "logits + softmax/grad temporary" if flash_ce else "logits + fp32 log-softmax"
+        return Term(f"{name} {label}", micro * seq * arch.vocab * (nbytes + extra))
 
     ctx = Term("CUDA context + allocator", CONTEXT_GIB * GIB)
     engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)

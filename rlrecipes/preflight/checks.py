@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlrecipes.memory import GIB, MemoryEstimate, estimate_memory, lookup, precision
+from rlrecipes.memory import GIB, IMAGE_FLASH_ATTN, MemoryEstimate, estimate_memory, lookup, precision
 from rlrecipes.preflight.host import HostFacts
 from rlrecipes.preflight.inventory import Gpu, Inventory
 from rlrecipes.recipe import ResolvedRun, _version_keys
@@ -36,7 +36,6 @@ MIN_CC = {
 # What the images ship (docker/*.Dockerfile): flash-attn is kept out of the P40 image on purpose
 # (verl would route through its Triton cross-entropy otherwise). torch 2.8.0+cu128 (a100 image) has
 # no Pascal kernels: cu128 builds dropped sm_50-sm_61; torch 2.6.0+cu118 (p40 image) covers sm_50+.
-IMAGE_FLASH_ATTN = {"a100": True, "p40": False}
 IMAGE_MIN_CC = {"a100": (7, 0), "p40": (5, 0)}
 # Oldest driver branch per CUDA major version (CUDA minor-version compatibility); below the image's
 # own `min_driver` (the branch its CUDA release shipped with) a run works, but PTX JIT does not.
@@ -447,7 +446,9 @@ def check_disk(ctx: Context) -> Check:
     if not train.is_file():
         needs.setdefault(str(train), []).append(("dataset", 64 * 1024 * 1024))
     if not needs:
-        return Check("disk", PASS, "no checkpoints are saved (trainer.save_freq <= 0) and model and data are present")
+        steps = ctx.plan["schedule"]["total_steps"]
+        return Check("disk", PASS, f"no checkpoint will be saved (trainer.save_freq={ck['save_freq']}, {steps} "
+                     "training steps) and model and data are present")
     by_fs: dict[Any, tuple[Any, list[tuple[str, float]]]] = {}
     unknown = []
     for path, items in needs.items():
@@ -685,7 +686,7 @@ def _data_problem(path: Path) -> tuple[str, int]:
         meta = pq.read_metadata(path)
     except Exception as exc:  # pyarrow.ArrowInvalid on a truncated or foreign file
         return f"{path} is not a readable parquet file: {exc}", 0
-    names = set(meta.schema.names)
+    names = set(meta.schema.to_arrow_schema().names)
     missing = [c for c in DATA_COLUMNS if c not in names]
     if missing:
         return f"{path} lacks verl's columns {', '.join(missing)} (has {', '.join(sorted(names))})", 0
