@@ -1,0 +1,202 @@
+"""Memory planner: each term against its formula worked out by hand with literal numbers
+(docs/preflight.md), and the knobs (FSDP sharding, LoRA, offload, checkpointing, dtypes, vLLM share)
+moving the right terms."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlrecipes.memory import GIB, estimate_memory, lookup, precision
+from rlrecipes.models import ARCHITECTURES, lora_param_count, param_count
+from rlrecipes.preflight.inventory import Gpu
+from rlrecipes.recipe import resolve
+
+PPO, GRPO = "qwen2.5-0.5b-gsm8k-ppo", "qwen2.5-3b-gsm8k-grpo-lora"
+P05 = 494_032_768  # Qwen2.5-0.5B parameters (tied embeddings)
+P3 = 3_085_938_688  # Qwen2.5-3B
+LORA3_R64 = 119_734_272  # rank 64 on all seven linear projections of the 3B model
+
+
+def run_of(recipe, profile=None, overrides=(), tmp_path=None):
+    env = {"MODELS_DIR": str(tmp_path / "models")} if tmp_path else {"MODELS_DIR": "/nonexistent/models"}
+    return resolve(recipe, profile=profile, overrides=list(overrides), env=env)
+
+
+def term(estimate, phase, name):
+    matches = [t for t in estimate.phases[phase] if t.name == name]
+    assert len(matches) == 1, (name, [t.name for t in estimate.phases[phase]])
+    return matches[0].bytes
+
+
+def test_parameter_counts_are_the_published_ones():
+    assert param_count(ARCHITECTURES["qwen2.5-0.5b"]) == P05
+    assert param_count(ARCHITECTURES["qwen2.5-3b"]) == P3
+    assert lora_param_count(ARCHITECTURES["qwen2.5-3b"], 64) == LORA3_R64
+
+
+def test_p40_ppo_terms_by_hand():
+    est = estimate_memory(run_of(PPO))
+    # FP32 actor on one GPU: 4 B/param weights, 4 B/param gradients, 8 B/param Adam (loaded back from the CPU)
+    assert term(est, "update_actor", "actor weights") == P05 * 4
+    assert term(est, "update_actor", "actor gradients") == P05 * 4
+    assert term(est, "update_actor", "actor Adam state (loaded from CPU)") == P05 * 8
+    # ... while the critic waits with its weights only (its Adam state is offloaded)
+    assert term(est, "update_actor", "critic weights") == P05 * 4
+    assert term(est, "update_actor", "critic Adam state") == 0
+    # HF generate: 128 prompts at once, KV = 2 x 24 layers x 2 kv heads x 64 head dim x 4 B x 128 x 1024 tokens
+    assert term(est, "rollout", "KV cache (HF generate, 128 sequences x 1024 tokens)") == 2 * 24 * 2 * 64 * 4 * 128 * 1024
+    assert term(est, "rollout", "KV cache (HF generate, 128 sequences x 1024 tokens)") == 3 * GIB
+    # eager prefill: 128 x 14 heads x 512^2 x 4 B x 2 (before and after softmax)
+    assert term(est, "rollout", "prefill attention scores (eager)") == 128 * 14 * 512 * 512 * 4 * 2
+    # logits of micro 4 x 1024 tokens x 151936 vocab, fp32 + an fp32 log-softmax temporary (no flash-attn)
+    assert term(est, "update_actor", "actor (micro 4) logits + fp32 log-softmax") == 4 * 1024 * 151936 * 8
+    # gradient checkpointing keeps one hidden state per layer: 24 x 4 x 1024 x 896 x 4 B
+    assert term(est, "update_actor", "actor (micro 4) checkpointed layer inputs") == 24 * 4 * 1024 * 896 * 4
+    assert est.params["reference"] == "none" and est.params["critic"] is True
+    assert est.peak_phase == "update_actor"
+    assert 12 < est.total_gib < 24
+
+
+def test_grpo_lora_on_a100_terms_by_hand():
+    est = estimate_memory(run_of(GRPO))
+    # FSDP over 4 GPUs: base + adapter in fp32, a quarter each; gradients and Adam for the adapter only
+    assert term(est, "update_actor", "actor weights") == (P3 + LORA3_R64) * 4 / 4
+    assert term(est, "update_actor", "actor gradients (LoRA)") == LORA3_R64 * 4 / 4
+    assert term(est, "update_actor", "actor Adam state (LoRA)") == LORA3_R64 * 8 / 4
+    # LoRA: the reference policy is the actor without its adapter -- no separate weights
+    assert est.params["reference"] == "actor without adapter"
+    assert not any("reference" in t.name for p in est.phases.values() for t in p)
+    # vLLM holds gpu_memory_utilization x 80 GiB while generating
+    assert term(est, "rollout", "vllm gpu_memory_utilization 0.8 x 80 GiB (weights/TP1, KV cache, graphs)") == 64 * GIB
+    assert est.engine_share_gib == 64
+    # bf16 logits + a bf16 temporary (flash-attn's Triton cross-entropy in the a100 image)
+    assert term(est, "update_actor", "actor (micro 32) logits + softmax/grad temporary") == 32 * 1536 * 151936 * 4
+    assert est.total_gib < 80
+
+
+@pytest.mark.parametrize("gpus,expected_share", [(4, 1 / 4), (2, 1 / 2), (1, 1.0)])
+def test_fsdp_shards_over_data_parallel_gpus(gpus, expected_share):
+    est = estimate_memory(run_of(GRPO, overrides=[f"trainer.n_gpus_per_node={gpus}"]))
+    assert term(est, "update_actor", "actor weights") == pytest.approx((P3 + LORA3_R64) * 4 * expected_share)
+
+
+def test_full_fine_tune_trains_every_parameter():
+    est = estimate_memory(run_of(GRPO, overrides=["actor_rollout_ref.model.lora_rank=0"]))
+    assert term(est, "update_actor", "actor Adam state") == P3 * 8 / 4
+    assert term(est, "update_actor", "actor gradients") == P3 * 4 / 4
+    # a separate reference model now, bf16 by default (verl loads non-actor models in bf16)
+    assert term(est, "rollout", "reference weights") == P3 * 2 / 4
+    assert est.params["reference"] == "separate"
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ([], P3 * 2 / 4),  # bf16 by default for the reference (verl loads non-actor models in bf16)
+    (["+actor_rollout_ref.ref.fsdp_config.model_dtype=fp32"], P3 * 4 / 4),
+    (["actor_rollout_ref.ref.fsdp_config.param_offload=true"], 0),
+])
+def test_reference_dtype_and_offload(overrides, expected):
+    est = estimate_memory(run_of(GRPO, overrides=["actor_rollout_ref.model.lora_rank=0", *overrides]))
+    assert term(est, "rollout", "reference weights") == expected
+
+
+def test_optimizer_offload_frees_rollout_but_not_update():
+    on = estimate_memory(run_of(PPO))  # the P40 profile offloads both optimizers
+    off = estimate_memory(run_of(PPO, overrides=["actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+                                                 "critic.model.fsdp_config.optimizer_offload=false"]))
+    assert term(on, "rollout", "actor Adam state") == 0
+    assert term(off, "rollout", "actor Adam state") == P05 * 8
+    assert term(on, "update_actor", "actor Adam state (loaded from CPU)") == term(off, "update_actor", "actor Adam state")
+    # during the actor's update only the critic's Adam state differs (resident vs on the CPU)
+    assert off.phase_gib("update_actor") - on.phase_gib("update_actor") == pytest.approx(P05 * 8 / GIB)
+    assert off.phase_gib("rollout") - on.phase_gib("rollout") == pytest.approx(2 * P05 * 8 / GIB)
+
+
+def test_gradient_checkpointing_trades_activations():
+    with_gc = estimate_memory(run_of(PPO))
+    without = estimate_memory(run_of(PPO, overrides=["actor_rollout_ref.model.enable_gradient_checkpointing=false"]))
+    layer = term(with_gc, "update_actor", "actor (micro 4) recomputed layer")
+    assert term(without, "update_actor", "actor (micro 4) activations (24 layers, no checkpointing)") == 24 * layer
+    assert without.phase_gib("update_actor") > with_gc.phase_gib("update_actor") + 10
+
+
+def test_micro_batch_scales_logits_linearly():
+    small = estimate_memory(run_of(PPO, overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"]))
+    big = estimate_memory(run_of(PPO, overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"]))
+    assert term(big, "update_actor", "actor (micro 8) logits + fp32 log-softmax") == \
+        4 * term(small, "update_actor", "actor (micro 2) logits + fp32 log-softmax")
+
+
+def test_hf_rollout_micro_batch_chunks_generation():
+    est = estimate_memory(run_of(PPO, overrides=["+actor_rollout_ref.rollout.micro_batch_size=16"]))
+    assert term(est, "rollout", "KV cache (HF generate, 16 sequences x 1024 tokens)") == 3 * GIB / 8
+
+
+def test_inventory_gpu_sets_the_vllm_share():
+    est = estimate_memory(run_of(GRPO), inventory_gpu=Gpu(0, "NVIDIA A100-SXM4-40GB", 40960, "8.0"))
+    assert est.gpu_memory_gib == 40 and est.engine_share_gib == pytest.approx(32)
+
+
+def test_model_config_json_overrides_the_table(tmp_path):
+    import json
+
+    model = tmp_path / "models" / "Qwen2.5-0.5B-Instruct"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": True}))
+    est = estimate_memory(run_of(PPO, tmp_path=tmp_path))
+    assert est.params["params"] == param_count(ARCHITECTURES["tiny"].__class__(
+        "x", None, 2, 64, 128, 4, 2, 1000, True))
+    assert est.total_gib < 2
+
+
+def test_unknown_model_is_reported_not_guessed(tmp_path):
+    run = resolve("smoke-ppo", env={"MODELS_DIR": str(tmp_path)})  # rlrecipes/smoke-tiny: no table entry
+    est = estimate_memory(run)
+    assert est.known is False and est.phases == {} and "unknown architecture" in est.notes[0]
+    assert est.as_dict()["total_gib"] == 0
+
+
+@pytest.mark.parametrize("overrides,key,expected", [
+    (["+a.b={c: 1, d: 2}"], "a.b.c", 1),
+    (["+a.b={c: 1, d: 2}", "+a.b.c=5"], "a.b.c", 5),
+    (["+a.b.c=5", "+a.b={c: 1}"], "a.b.c", 1),
+    (["+a.b={c: 1}"], "a.b.x", None),
+    (["+a.b={c: 1}", "~a.b"], "a.b.c", None),
+])
+def test_lookup_last_override_wins(overrides, key, expected):
+    class Run:
+        pass
+
+    run = Run()
+    from rlrecipes import overrides as ov
+
+    run.overrides = ov.parse_cli(overrides)
+    run.get = lambda k, default=None: next((run.overrides[p + k] for p in ("", "+", "++") if p + k in run.overrides),
+                                           default)
+    assert lookup(run, key) == expected
+
+
+@pytest.mark.parametrize("recipe,profile,overrides,expected", [
+    (PPO, None, [], {"actor": "fp32", "rollout": "fp32", "critic": "fp32"}),
+    (PPO, None, ["+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16"],
+     {"actor": "bf16", "rollout": "bf16", "critic": "fp32"}),
+    (GRPO, None, [], {"actor": "bf16", "rollout": "bf16"}),
+    (GRPO, None, ["actor_rollout_ref.rollout.dtype=float16"], {"actor": "bf16", "rollout": "fp16"}),
+])
+def test_precision_from_final_overrides(recipe, profile, overrides, expected):
+    run = run_of(recipe, profile, overrides)
+    used = precision(run).used(run.use_critic, run.use_reference_policy and not run.lora_rank)
+    assert used == expected
+
+
+def test_plan_carries_the_estimate():
+    from rlrecipes.plan import build_plan
+
+    run = run_of(PPO)
+    plan = build_plan(run)
+    est = estimate_memory(run)
+    assert plan["memory"]["total_gib"] == round(est.total_gib, 3)
+    assert plan["memory"]["terms"][0] == {"name": est.terms[0].name, "gib": round(est.terms[0].gib, 3)}
+    gibs = [t["gib"] for t in plan["memory"]["terms"]]
+    assert gibs == sorted(gibs, reverse=True)
