@@ -40,6 +40,28 @@ def models_dir(tmp_path_factory, envs):
     return models
 
 
+CASES = {
+    "misspelled": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.actor.ppo_micro_batchsize_per_gpu=4"]),
+    "micro3": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"]),
+    "lora1024": ("qwen2.5-3b-gsm8k-grpo-lora", ["actor_rollout_ref.model.lora_rank=1024"]),
+    "batch15_a100": ("qwen2.5-3b-gsm8k-grpo-lora", ["data.train_batch_size=15"]),
+    "batch15_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["data.train_batch_size=15"]),
+    "hf_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.rollout.name=hf"]),
+    "type_int": ("smoke-grpo-lora", ["data.train_batch_size=abc"]),
+    "type_bool": ("smoke-grpo-lora", ["trainer.val_before_train=1"]),
+    "add_existing": ("smoke-grpo-lora", ["+trainer.total_epochs=3"]),
+    "delete_missing": ("smoke-grpo-lora", ["~trainer.no_such_key"]),
+}
+
+
+@pytest.fixture(scope="module")
+def case(envs):
+    """All single-run cases validated in one verl process per version (verl's import is the cost)."""
+    names = list(CASES)
+    results = validate_runs([resolve(CASES[n][0], overrides=CASES[n][1]) for n in names])
+    return dict(zip(names, results))
+
+
 def test_every_shipped_recipe_on_every_profile_passes_real_verl(models_dir):
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
     runs = [resolve(n, profile=p, env=env) for n in list_recipes() for p in load_recipe(n).profiles]
@@ -66,45 +88,41 @@ def test_save_total_limit_is_rejected_naming_the_real_key(envs, capsys):
     assert "did you mean: trainer.max_actor_ckpt_to_keep" in out
 
 
-def test_misspelled_key_gets_nearest_names(envs):
-    (result,) = validate_runs([resolve("qwen2.5-0.5b-gsm8k-ppo",
-                                       overrides=["actor_rollout_ref.actor.ppo_micro_batchsize_per_gpu=4"])])
+def test_misspelled_key_gets_nearest_names(case):
+    result = case["misspelled"]
     assert not result.ok and result.kind == "unknown_key"
     assert result.key == "actor_rollout_ref.actor.ppo_micro_batchsize_per_gpu"
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" in result.suggestions
 
 
-@pytest.mark.parametrize("recipe", ["qwen2.5-3b-gsm8k-grpo-lora", "qwen2.5-0.5b-gsm8k-ppo"])
-def test_indivisible_batch_fails_with_verls_own_message(envs, recipe, capsys):
-    assert main(["validate", recipe, "data.train_batch_size=15"]) == 2
-    out = capsys.readouterr().out
-    n_gpus = resolve(recipe).profile.n_gpus
-    if n_gpus > 1:
-        assert f"must be divisible by minimal possible batch size ({n_gpus})" in out
-    else:  # one GPU divides everything; 0.5.0's bare assert on the mini batch fires, shown with its line
-        assert "AssertionError at verl/trainer/ppo/ray_trainer.py" in out
-        assert "train_batch_size >= config.actor_rollout_ref.actor.ppo_mini_batch_size" in out
+def test_indivisible_batch_fails_with_verls_own_message(case):
+    a100 = case["batch15_a100"]
+    assert not a100.ok
+    assert a100.message == ("AssertionError: real_train_batch_size (75) must be divisible by minimal possible "
+                            "batch size (4)")
+    # one GPU divides everything; 0.5.0's bare assert on the mini batch fires, shown with its line
+    p40 = case["batch15_p40"]
+    assert not p40.ok
+    assert "AssertionError at verl/trainer/ppo/ray_trainer.py" in p40.message
+    assert "train_batch_size >= config.actor_rollout_ref.actor.ppo_mini_batch_size" in p40.message
 
 
-def test_p40_worker_side_micro_batch_check(envs):
-    (result,) = validate_runs([resolve("qwen2.5-0.5b-gsm8k-ppo",
-                                       overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"])])
+def test_p40_worker_side_micro_batch_check(case):
+    result = case["micro3"]
     assert not result.ok
     assert "normalized ppo_mini_batch_size 64 should be divisible by ppo_micro_batch_size_per_gpu 3" in result.message
 
 
-def test_hf_rollout_accepted_on_p40_rejected_on_a100(envs, capsys):
-    assert main(["validate", "qwen2.5-0.5b-gsm8k-ppo", "--profile", "p40-24gb",
-                 "actor_rollout_ref.rollout.name=hf"]) == 0
-    capsys.readouterr()
+def test_hf_rollout_accepted_on_p40_rejected_on_a100(case, capsys):
+    assert case["hf_p40"].ok and case["hf_p40"].verl == "0.5.0"
     assert main(["validate", "qwen2.5-3b-gsm8k-grpo-lora", "--profile", "a100-80gb",
                  "actor_rollout_ref.rollout.name=hf"]) == 2
     out = capsys.readouterr().out
     assert "Rollout hf with mode async not found" in out and "vllm (async)" in out
 
 
-def test_lora_rank_above_vllm_limit_is_rejected(envs):
-    (result,) = validate_runs([resolve("qwen2.5-3b-gsm8k-grpo-lora", overrides=["actor_rollout_ref.model.lora_rank=1024"])])
+def test_lora_rank_above_vllm_limit_is_rejected(case):
+    result = case["lora1024"]
     assert not result.ok and "lora_rank must be less than or equal to 512" in result.message
 
 
@@ -137,15 +155,14 @@ def test_python_dash_m_works(envs):
 
 
 @pytest.mark.parametrize(
-    ("override", "message"),
+    ("name", "message"),
     [
-        ("data.train_batch_size=abc", "'data.train_batch_size' must be an integer (verl's default is 1024), got 'abc'"),
-        ("trainer.val_before_train=1", "'trainer.val_before_train' must be a boolean"),
-        ("+trainer.total_epochs=3", "Could not append to config. An item is already at 'trainer.total_epochs'"),
-        ("~trainer.no_such_key", "Could not delete from config. 'trainer.no_such_key' does not exist"),
+        ("type_int", "'data.train_batch_size' must be an integer (verl's default is 1024), got 'abc'"),
+        ("type_bool", "'trainer.val_before_train' must be a boolean"),
+        ("add_existing", "Could not append to config. An item is already at 'trainer.total_epochs'"),
+        ("delete_missing", "Could not delete from config. 'trainer.no_such_key' does not exist"),
     ],
 )
-def test_wrong_types_and_bad_prefixes_are_named(envs, override, message):
-    (result,) = validate_runs([resolve("smoke-grpo-lora", overrides=[override])])
-    assert not result.ok
-    assert message in result.message
+def test_wrong_types_and_bad_prefixes_are_named(case, name, message):
+    assert not case[name].ok
+    assert message in case[name].message
