@@ -101,11 +101,21 @@ def parse_results(data: dict, path: str = "<memory>") -> EvalResults:
                 continue
             stderr = _number(metrics.get(f"{METRIC}_stderr,{filt}"))
             scores.setdefault(task, {})[filt] = TaskScore(value, stderr, n)
-    config = data.get("config", {}) if isinstance(data.get("config"), dict) else {}
-    model = data.get("model_name") or config.get("model_args") or config.get("model") or "?"
-    if isinstance(model, dict):
-        model = model.get("pretrained", str(model))
-    return EvalResults(path=path, model=str(model), scores=scores)
+    return EvalResults(path=path, model=model_of(data), scores=scores)
+
+
+def model_of(data: dict) -> str:
+    """The evaluated model: `pretrained=` of the model args (dict or string form), else lm-eval's model_name."""
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    args = config.get("model_args")
+    if isinstance(args, dict) and args.get("pretrained"):
+        return str(args["pretrained"])
+    if isinstance(args, str):
+        for part in args.split(","):
+            key, _, value = part.partition("=")
+            if key.strip() == "pretrained" and value:
+                return value.strip()
+    return str(data.get("model_name") or config.get("model") or "?")
 
 
 def load_results(path: str | Path) -> EvalResults:
@@ -183,7 +193,8 @@ def pick_backend(requested: str) -> str:
 def lm_eval_command(model: str, tasks: tuple[str, ...], backend: str, output_path: Path, *, dtype: str = "auto",
                     limit: int | None = None, batch_size: str = "auto", apply_chat_template: bool = False,
                     tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.8,
-                    extra_model_args: str = "", python: str | None = None) -> list[str]:
+                    extra_model_args: str = "", include_path: str | None = None, device: str | None = None,
+                    gen_kwargs: str | None = None, python: str | None = None) -> list[str]:
     """The lm-eval CLI call for one model (lm-eval 0.4.11's `run` subcommand)."""
     model_args = [f"pretrained={model}", f"dtype={dtype}"]
     if backend == "vllm":
@@ -196,6 +207,12 @@ def lm_eval_command(model: str, tasks: tuple[str, ...], backend: str, output_pat
            "--batch_size", str(batch_size), "--output_path", str(output_path), "--log_samples"]
     if limit is not None:
         cmd += ["--limit", str(limit)]
+    if include_path:
+        cmd += ["--include_path", str(include_path)]
+    if device:
+        cmd += ["--device", device]
+    if gen_kwargs:
+        cmd += ["--gen_kwargs", gen_kwargs]
     if apply_chat_template:
         cmd += ["--apply_chat_template", "--fewshot_as_multiturn"]
     return cmd
@@ -216,19 +233,38 @@ def run_lm_eval(cmd: list[str], log_file: Path, label: str) -> None:
 
 # -- fast in-repo evaluation ------------------------------------------------------------------------
 
+def score_responses(responses: list[str], truths: list[str], data_sources: list[str]) -> tuple[dict, list[dict]]:
+    """Accuracy of responses with the training reward, strict (`#### N`, what the reward pays) and flexible
+    (last number, like lm-eval's flexible-extract); and one record per response."""
+    try:
+        from rlrecipes.rewards.gsm8k import compute_score
+    except ImportError as exc:
+        raise StageFailed(f"the shared GSM8K scorer is not importable: {exc}") from exc
+    records = []
+    for index, (text, truth, source) in enumerate(zip(responses, truths, data_sources, strict=True)):
+        records.append({
+            "index": index, "ground_truth": str(truth),
+            "strict": float(compute_score(source, text, str(truth), mode="strict")),
+            "flexible": float(compute_score(source, text, str(truth), mode="flexible")),
+            "response": text,
+        })
+    n = len(records)
+    summary = {
+        "n": n,
+        "accuracy": sum(r["strict"] for r in records) / n if n else float("nan"),
+        "flexible_accuracy": sum(r["flexible"] for r in records) / n if n else float("nan"),
+    }
+    return summary, records
+
+
 def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None, max_new_tokens: int = 512,
               batch_size: int = 8, device: str = "auto", out_file: Path | None = None) -> dict:
-    """Greedy generations on verl's GSM8K parquet, scored with the reward function training used."""
+    """Greedy generations on verl's GSM8K parquet (its chat prompts), scored with the training reward."""
     import pandas as pd
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rlrecipes.report.progress import progress_bar
-
-    try:
-        from rlrecipes.rewards.gsm8k import compute_score
-    except ImportError as exc:
-        raise StageFailed(f"the shared GSM8K scorer is not importable: {exc}") from exc
 
     parquet = Path(parquet)
     if not parquet.is_file():
@@ -254,7 +290,7 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
             return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return "\n".join(m["content"] for m in messages) + "\n"
 
-    records = []
+    responses: list[str] = []
     started = time.monotonic()
     with progress_bar(f"fast eval {Path(model_path).name}", total=len(frame)) as advance:
         for start in range(0, len(frame), batch_size):
@@ -265,17 +301,13 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                      pad_token_id=tokenizer.pad_token_id)
-            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            for (_, row), text in zip(chunk.iterrows(), texts):
-                truth = row["reward_model"]["ground_truth"]
-                score = float(compute_score(row["data_source"], text, truth))
-                records.append({"index": int(len(records)), "ground_truth": str(truth), "score": score,
-                                "response": text})
+            responses += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
             advance(len(chunk))
-    accuracy = sum(r["score"] for r in records) / len(records) if records else float("nan")
+    summary, records = score_responses(responses, [rm["ground_truth"] for rm in frame["reward_model"]],
+                                       list(frame["data_source"]))
     if out_file is not None:
         atomic_write_text(out_file, "".join(json.dumps(r) + "\n" for r in records))
-    return {"model": str(model_path), "parquet": str(parquet), "n": len(records), "accuracy": accuracy,
+    return {"model": str(model_path), "parquet": str(parquet), **summary,
             "seconds": round(time.monotonic() - started, 1)}
 
 
@@ -294,6 +326,11 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--apply-chat-template", action="store_true",
                         help="prompt through the model's chat template (multi-turn few-shot)")
     parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM tensor parallel size")
+    parser.add_argument("--include-path", metavar="DIR",
+                        help="extra lm-eval task YAMLs; a task here replaces the built-in task of the same name "
+                             "(e.g. gsm8k from local files on a machine without the dataset hub)")
+    parser.add_argument("--device", help="lm-eval --device for the hf backend (e.g. cpu, cuda:0)")
+    parser.add_argument("--gen-kwargs", help="lm-eval --gen_kwargs, e.g. max_gen_toks=512 (default: the task's)")
     parser.add_argument("--fast-data", metavar="PARQUET",
                         help="also run the fast in-repo eval on this verl GSM8K test parquet")
     parser.add_argument("--fast-limit", type=int, help="problems for the fast eval (default: all)")
@@ -344,7 +381,8 @@ def evaluate(args: argparse.Namespace) -> int:
             target = out / "lm_eval" / label
             cmd = lm_eval_command(model, tasks, backend, target, dtype=args.dtype, limit=args.limit,
                                   batch_size=args.batch_size, apply_chat_template=args.apply_chat_template,
-                                  tensor_parallel_size=args.tensor_parallel_size)
+                                  tensor_parallel_size=args.tensor_parallel_size,
+                                  include_path=args.include_path, device=args.device, gen_kwargs=args.gen_kwargs)
             summary.setdefault("commands", {})[label] = cmd
             run_lm_eval(cmd, out / "lm_eval" / f"{label}.log", label)
         trained = load_results(out / "lm_eval" / "trained")
@@ -365,8 +403,8 @@ def evaluate(args: argparse.Namespace) -> int:
     if summary["rows"]:
         _render_table(summary)
     for label, fast in summary["fast_eval"].items():
-        print(f"fast eval ({label}): accuracy {100 * fast['accuracy']:.1f}% on {fast['n']} problems "
-              f"of {fast['parquet']} ({fast['seconds']} s)")
+        print(f"fast eval ({label}): {100 * fast['accuracy']:.1f}% strict, {100 * fast['flexible_accuracy']:.1f}% "
+              f"flexible on {fast['n']} problems of {fast['parquet']} ({fast['seconds']} s)")
     if not args.from_results:
         print(f"wrote {out / SUMMARY_FILE}" + (f" and lm-eval outputs under {out / 'lm_eval'}" if trained else ""))
     return 0
