@@ -360,6 +360,22 @@ def test_prompt_length(overrides, status, fragment, tmp_path):
         assert "1 of 4 prompts > 200 tokens (longest 404)" in got.message
 
 
+@pytest.mark.parametrize("limit", [1, 30, 90, 101, 102, 103, 400, 404, 405, 10_000])
+def test_byte_bound_pruning_is_exact(limit, tmp_path):
+    """Counting only prompts longer than the limit in bytes gives the same answer as counting all."""
+    from rlrecipes.data.gsm8k import make_prompt
+    from rlrecipes.preflight.checks import prompt_token_counts
+
+    tok = ChatTokenizer(write_model_dir(tmp_path / "m", "qwen2.5-0.5b"))
+    prompts = [[{"role": "user", "content": make_prompt(q, "verl")}] for q in QUESTIONS + ["How many marbles? " * 30]]
+    full = [len(x) for x in tok.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True)]
+    assert full == [102, 102, 85, 404]
+    over, total, longest = prompt_token_counts(tok, prompts, limit)
+    assert (over, total) == (sum(1 for n in full if n > limit), 4)
+    if over:
+        assert longest == max(full)
+
+
 def test_prompt_token_counts_match_transformers(tmp_path):
     """The fast counter must agree with AutoTokenizer.apply_chat_template, which verl uses."""
     from transformers import AutoTokenizer

@@ -762,9 +762,18 @@ def _prompts(path: Path, column: str) -> list[list[dict]]:
     return [[{"role": m["role"], "content": m["content"]} for m in row] for row in rows]
 
 
-def check_prompt_length(ctx: Context) -> Check:
-    from rlrecipes.data.gsm8k import prompt_lengths
+def prompt_token_counts(tok: ChatTokenizer, prompts: list, limit: int) -> tuple[int, int, int]:
+    """(prompts over `limit` tokens, total prompts, longest count seen). Byte-level BPE never makes more
+    tokens than the text has UTF-8 bytes, so only prompts longer than `limit` bytes are tokenised."""
+    texts = tok.apply_chat_template(prompts, add_generation_prompt=True, tokenize=False)
+    sizes = [len(t.encode("utf-8")) for t in texts]
+    candidates = [t for t, size in zip(texts, sizes) if size > limit]
+    counts = [len(e.ids) for e in tok.tokenizer.encode_batch(candidates, add_special_tokens=False)] if candidates else []
+    over = sum(1 for n in counts if n > limit)
+    return over, len(texts), max(counts, default=0)
 
+
+def check_prompt_length(ctx: Context) -> Check:
     run = ctx.run
     model = run.model_path
     if not (model / "tokenizer.json").is_file() or chat_template(model) is None:
@@ -784,13 +793,13 @@ def check_prompt_length(ctx: Context) -> Check:
                 prompts = _prompts(path, column)
             except Exception as exc:  # wrong column type, unreadable file
                 return Check("prompt-length", WARN, f"not checked: cannot read prompts from {path}: {exc}", "")
-            lengths = prompt_lengths(tok, [{"prompt": p} for p in prompts])
-            results.append((path, lengths))
-    over = [(p, sum(1 for n in lens if n > limit), len(lens), max(lens, default=0)) for p, lens in results]
-    longest = max((m for *_, m in over), default=0)
-    bad = [(p, k, n, m) for p, k, n, m in over if k]
+            results.append((path, *prompt_token_counts(tok, prompts, limit)))
+    longest = max((m for *_, m in results), default=0)
+    bad = [(p, k, n, m) for p, k, n, m in results if k]
     if not bad:
-        return Check("prompt-length", PASS, f"longest prompt {longest} tokens <= data.max_prompt_length={limit}")
+        shown = f"longest prompt {longest} tokens" if longest else "every prompt is shorter in bytes than the limit"
+        return Check("prompt-length", PASS, f"{shown} <= data.max_prompt_length={limit} "
+                     f"({sum(n for _, _, n, _ in results)} prompts)")
     detail = "; ".join(f"{p.name}: {k} of {n} prompts > {limit} tokens (longest {m})" for p, k, n, m in bad)
     fix = f"data.max_prompt_length={longest} (and re-check memory), or shorten the prompt template"
     if run.get("data.filter_overlong_prompts", False):
