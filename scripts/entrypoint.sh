@@ -18,7 +18,8 @@
 # its SSH and Jupyter keep working whatever stage runs.
 set -euo pipefail
 
-: "${RLRECIPES_HOME:=/opt/rlrecipes}"
+# The repository this script belongs to (/opt/rlrecipes in the images, the checkout elsewhere).
+: "${RLRECIPES_HOME:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 : "${RECIPE:=}"
 : "${PROFILE:=}"
 : "${DATA_DIR:=/workspace/data}"
@@ -41,9 +42,12 @@ profile_args() {
 # A field of the resolved recipe, through the recipe engine (so the shell never parses YAML).
 recipe_field() {
     python3 -c 'import sys
+from rlrecipes.errors import RecipeError
 from rlrecipes.recipe import resolve
-run = resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[])
-value = run
+try:
+    value = resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[])
+except RecipeError as exc:
+    sys.exit(f"error: {exc}")
 for part in sys.argv[3].split("."):
     value = getattr(value, part)
 print(value)' "$RECIPE" "$PROFILE" "$1"
@@ -124,7 +128,7 @@ main() {
         run)
             print_env
             stage_data
-            if [ ! -d "$MODELS_DIR/$(recipe_field recipe.model.dir_name)" ]; then stage_model; fi
+            if [ ! -f "$MODELS_DIR/$(recipe_field recipe.model.dir_name)/config.json" ]; then stage_model; fi
             stage_resume_check
             stage_train "$@" ;;
         data) print_env; stage_data "$@" ;;
