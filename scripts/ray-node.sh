@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Start one Ray node inside an rlrecipes image: the head of a cluster, or a worker that joins one.
+#
+#   ray-node.sh head   [RAY START ARGS...]            # GCS on $RAYNODE_PORT (default 6379)
+#   ray-node.sh worker HOST:PORT [RAY START ARGS...]   # join the head at HOST:PORT
+#
+# Then, on the head's host: RAY_ADDRESS=<head ip>:6379 make train RECIPE=... PROFILE=a100-80gb-2node
+# (verl's main_ppo calls ray.init(), which joins the cluster named by RAY_ADDRESS).
+#
+# Settings (environment; RAYNODE_ rather than RAY_ because Ray itself reads many RAY_* variables):
+#   RAYNODE_NUM_GPUS            GPUs this node offers (default: the count `nvidia-smi -L` lists)
+#   RAYNODE_NUM_CPUS            CPUs this node offers (default: Ray counts them; on Slurm use the allocation)
+#   RAYNODE_OBJECT_STORE_BYTES  object store size (default: half of /dev/shm, at most 30% of RAM as Ray's own
+#                               default; Ray falls back to a slow /tmp store when /dev/shm is too small)
+#   RAYNODE_NODE_IP             address other nodes reach this one at (multi-NIC hosts, Slurm)
+#   RAYNODE_PORT                head GCS port (default 6379)
+#   RAYNODE_BLOCK               1 (default): stay in the foreground like a container's main process; 0: return
+# Anything after the role (and the head address) goes to `ray start` as is, e.g. fixed ports for a firewall:
+#   --node-manager-port=6380 --object-manager-port=6381 --min-worker-port=10002 --max-worker-port=10999
+set -euo pipefail
+
+log() { printf '[ray-node] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 2; }
+
+usage() {
+    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# Docker's default /dev/shm is 64 MiB; Ray then spills its object store to /tmp and NCCL can crash.
+MIN_SHM_BYTES=$((512 * 1024 * 1024))
+# Ray refuses an object store below 75 MiB.
+MIN_STORE_BYTES=$((75 * 1024 * 1024))
+
+gpu_count() {
+    if [ -n "${RAYNODE_NUM_GPUS:-}" ]; then
+        printf '%s\n' "$RAYNODE_NUM_GPUS"
+    elif command -v nvidia-smi >/dev/null 2>&1; then
+        local listed
+        listed=$(nvidia-smi -L) || die "nvidia-smi -L failed; is the GPU visible in this container (--gpus all)?"
+        printf '%s\n' "$listed" | grep -c '^GPU ' || true
+    else
+        die "no nvidia-smi here: set RAYNODE_NUM_GPUS (0 for a CPU-only node)"
+    fi
+}
+
+object_store_bytes() {
+    if [ -n "${RAYNODE_OBJECT_STORE_BYTES:-}" ]; then
+        printf '%s\n' "$RAYNODE_OBJECT_STORE_BYTES"
+        return
+    fi
+    local shm ram half cap
+    shm=$(df -B1 --output=size /dev/shm 2>/dev/null | tail -n 1 | tr -d ' ') || shm=0
+    [ -n "$shm" ] || shm=0
+    if [ "$shm" -lt "$MIN_SHM_BYTES" ]; then
+        die "/dev/shm is $((shm / 1024 / 1024)) MiB: start the container with --shm-size=16g (compose: shm_size) or" \
+            "--ipc=host, or set RAYNODE_OBJECT_STORE_BYTES"
+    fi
+    ram=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
+    half=$((shm / 2))
+    cap=$((ram * 3 / 10))
+    if [ "$half" -gt "$cap" ]; then half=$cap; fi
+    if [ "$half" -lt "$MIN_STORE_BYTES" ]; then half=$MIN_STORE_BYTES; fi
+    printf '%s\n' "$half"
+}
+
+main() {
+    [ "$#" -ge 1 ] || usage
+    local role=$1
+    shift
+    local -a args
+    case "$role" in
+        head)
+            args=(--head "--port=${RAYNODE_PORT:-6379}" --include-dashboard=false) ;;
+        worker)
+            [ "$#" -ge 1 ] || die "worker needs the head's address: ray-node.sh worker HOST:PORT"
+            case "$1" in *:*) ;; *) die "head address '$1' is not HOST:PORT (e.g. 10.0.0.1:6379)" ;; esac
+            args=("--address=$1")
+            shift ;;
+        -h | --help) usage ;;
+        *) die "unknown role '$role' (head or worker)" ;;
+    esac
+
+    local gpus store
+    gpus=$(gpu_count)
+    store=$(object_store_bytes)
+    args+=("--num-gpus=$gpus" "--object-store-memory=$store" --disable-usage-stats)
+    if [ -n "${RAYNODE_NUM_CPUS:-}" ]; then args+=("--num-cpus=$RAYNODE_NUM_CPUS"); fi
+    if [ -n "${RAYNODE_NODE_IP:-}" ]; then args+=("--node-ip-address=$RAYNODE_NODE_IP"); fi
+    if [ "${RAYNODE_BLOCK:-1}" = 1 ]; then args+=(--block); fi
+
+    log "ray start ${args[*]} $*"
+    exec ray start "${args[@]}" "$@"
+}
+
+main "$@"
