@@ -146,3 +146,39 @@ def test_lint_is_clean():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     for check in ("hadolint", "shellcheck", "mbake", "compose config", "launchers --check"):
         assert f"== {check}" in proc.stdout
+
+
+def fake_nvidia_smi(tmp_path: Path, exit_code: int) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "nvidia-smi"
+    tool.write_text(f"#!/bin/sh\necho 'GPU 0: Tesla P40'\nexit {exit_code}\n")
+    tool.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize(("exit_code", "ok", "says"), [
+    (0, True, ""),
+    (9, False, "`nvidia-smi -L` failed"),
+])
+def test_require_gpu_follows_nvidia_smi(tmp_path, exit_code, ok, says):
+    proc = subprocess.run(["scripts/require-gpu.sh", "train"], capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, **fake_nvidia_smi(tmp_path, exit_code)))
+    assert (proc.returncode == 0) is ok
+    assert says in proc.stderr
+
+
+def test_in_image_hands_over_to_the_entrypoint_inside_an_image():
+    # RLRECIPES_IN_IMAGE=1: no docker involved; the entry point itself refuses the stage without a recipe.
+    env = {k: v for k, v in os.environ.items() if k not in ("RECIPE", "PROFILE")}
+    proc = subprocess.run(["scripts/in-image.sh", "data"], capture_output=True, text=True, cwd=REPO,
+                          env=dict(env, RLRECIPES_IN_IMAGE="1", RECIPE=""), timeout=60)
+    assert proc.returncode == 2
+    assert "set RECIPE" in proc.stderr
+
+
+def test_bench_runner_lists_every_benchmark():
+    python = REPO / ".venvs" / "dev" / "bin" / "python"
+    proc = subprocess.run([str(python if python.exists() else "python3"), "benchmarks/run.py", "--list"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.stdout.split() == sorted(p.name for p in (REPO / "benchmarks").glob("bench_*.py"))
