@@ -554,3 +554,26 @@ def test_watchdog_process_loop_health_and_sigterm(disk):
     stale = subprocess.run([sys.executable, "-m", "rlrecipes", "healthcheck", "--root", str(root),
                             "--max-age", "0.01"], env=env, capture_output=True, text=True)
     assert stale.returncode == 1 and "not running" in stale.stdout
+
+
+def test_a_cached_settled_checkpoint_that_changes_is_read_again(disk):
+    root = disk("tmpfs", 16 * MIB)
+    exp = root / "run"
+    for step in (1, 2):
+        save_checkpoint(exp, step)
+    age(exp)
+    dog = Watchdog(WatchdogConfig(root=root, retention=Retention(keep_last=5, grace_s=60), interval_s=None))
+    assert [s["state"] for s in dog.run_once()["experiments"][0]["steps"]] == ["complete", "complete"]
+    # verl's own pruning after a restart removes actor/ of an old step: the step dir's mtime moves.
+    import shutil
+
+    shutil.rmtree(exp / "global_step_1" / "actor")
+    age(exp)  # even with every mtime set back, the directory's mtime_ns differs from the cached one
+    status = dog.run_once()
+    assert {d["step"]: d["reason"] for d in status["deleted"]} == {1: "incomplete"}
+    assert steps_left(exp) == ["global_step_2"]
+    # A shard replaced inside actor/ (rename over it) is noticed too.
+    os.replace(exp / "global_step_2" / "data.pt", exp / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt")
+    age(exp)
+    step2 = dog.run_once()["experiments"][0]["steps"][0]
+    assert step2["problem"] == "data.pt missing"

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,9 @@ class TreeStats:
     bytes: int = 0  # allocated bytes (st_blocks * 512), what the filesystem really spends
     files: int = 0
     newest_mtime: float = 0.0
+    # directory -> {name: lstat} of its entries, filled only when asked (keep_entries)
+    entries: dict[str, dict[str, os.stat_result]] = field(default_factory=dict)
+    dir_mtimes: dict[str, int] = field(default_factory=dict)  # every directory's st_mtime_ns
 
 
 @dataclass
@@ -139,7 +143,7 @@ class ZipCache:
             del self._seen[key]
 
 
-def tree_stats(path: Path, symlinks: list[Path] | None = None) -> TreeStats:
+def tree_stats(path: Path, symlinks: list[Path] | None = None, keep_entries: bool = False) -> TreeStats:
     """Allocated size, file count and newest mtime of a directory tree; symlinks are not followed."""
     out = TreeStats()
     try:
@@ -151,6 +155,7 @@ def tree_stats(path: Path, symlinks: list[Path] | None = None) -> TreeStats:
     if not stat.S_ISDIR(st.st_mode):
         out.files = 1
         return out
+    out.dir_mtimes[str(path)] = st.st_mtime_ns
     stack = [str(path)]
     while stack:
         current = stack.pop()
@@ -158,21 +163,26 @@ def tree_stats(path: Path, symlinks: list[Path] | None = None) -> TreeStats:
             it = os.scandir(current)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
+        listing: dict[str, os.stat_result] = {}
         with it:
             for entry in it:
                 try:
                     est = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
+                listing[entry.name] = est
                 out.bytes += est.st_blocks * 512
                 if est.st_mtime > out.newest_mtime:
                     out.newest_mtime = est.st_mtime
                 if stat.S_ISDIR(est.st_mode):
                     stack.append(entry.path)
+                    out.dir_mtimes[entry.path] = est.st_mtime_ns
                 else:
                     out.files += 1
                     if symlinks is not None and stat.S_ISLNK(est.st_mode):
                         symlinks.append(Path(entry.path))
+        if keep_entries:
+            out.entries[current] = listing
     return out
 
 
@@ -205,14 +215,14 @@ def _role_problem(role_dir: str, names: dict[str, os.stat_result], zips: ZipCach
     return ""
 
 
-def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | None = None) -> StepDir:
-    stats = tree_stats(path, symlinks)
+def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | None = None,
+                 stats: TreeStats | None = None) -> StepDir:
+    stats = stats or tree_stats(path, symlinks, keep_entries=True)
     problem = ""
     roles: list[str] = []
-    try:
-        top = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(path)}
-    except OSError as exc:
-        top, problem = {}, f"unreadable: {exc.strerror}"
+    top = stats.entries.get(str(path))
+    if top is None:
+        top, problem = {}, "unreadable"
     if not problem:
         if "actor" not in top or not stat.S_ISDIR(top["actor"].st_mode):
             problem = "actor/ missing"
@@ -223,10 +233,9 @@ def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | N
                 problem = f"{role} is not a directory"
                 break
             role_path = path / role
-            try:
-                names = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(role_path)}
-            except OSError as exc:
-                problem = f"{role}/ unreadable: {exc.strerror}"
+            names = stats.entries.get(str(role_path))
+            if names is None:
+                problem = f"{role}/ unreadable"
                 break
             why = _role_problem(str(role_path), names, zips)
             if why:
@@ -246,7 +255,44 @@ def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | N
     )
 
 
-def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True) -> RootScan:
+class StepCache:
+    """Skips re-reading settled checkpoints: whole, quiet for `settled_s`, and no directory inside changed.
+
+    A finished verl save is never written again, and adding, removing or renaming anything changes the
+    mtime of the directory holding it, so stat-ing the few directories of a step (not its ~50 files)
+    tells whether the cached reading still holds. Anything not settled is read in full every pass, and
+    a deletion re-reads the directory in full right before it acts (runner.py).
+    """
+
+    def __init__(self, settled_s: float):
+        self.settled_s = settled_s
+        self._seen: dict[str, tuple[dict[str, int], StepDir, list[Path]]] = {}
+
+    def get(self, path: Path) -> tuple[StepDir, list[Path]] | None:
+        hit = self._seen.get(str(path))
+        if hit is None:
+            return None
+        for directory, mtime_ns in hit[0].items():
+            try:
+                if os.stat(directory, follow_symlinks=False).st_mtime_ns != mtime_ns:
+                    break
+            except OSError:
+                break
+        else:
+            return hit[1], hit[2]
+        del self._seen[str(path)]
+        return None
+
+    def put(self, info: StepDir, stats: TreeStats, links: list[Path], now: float) -> None:
+        if info.complete and now - info.newest_mtime >= self.settled_s:
+            self._seen[str(info.path)] = (stats.dir_mtimes, info, links)
+
+    def forget(self, path: Path) -> None:
+        self._seen.pop(str(path), None)
+
+
+def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True,
+              cache: StepCache | None = None) -> RootScan:
     """Find every experiment under `root` (the root itself may be one) and inspect its step dirs.
 
     Nothing is followed through a symlink. `count_all` also sizes what is not a checkpoint (needed
@@ -254,6 +300,7 @@ def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True) 
     """
     zips = zips or ZipCache()
     root = Path(root)
+    now = time.time()
     experiments: list[Experiment] = []
     symlinks: list[Path] = []
     errors: list[str] = []
@@ -293,7 +340,16 @@ def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True) 
                 continue
             m = STEP_DIR_RE.match(entry.name)
             if m:
-                info = inspect_step(path, int(m.group(1)), zips, symlinks)
+                hit = cache.get(path) if cache else None
+                if hit:
+                    info, links = hit
+                else:
+                    links = []
+                    stats = tree_stats(path, links, keep_entries=True)
+                    info = inspect_step(path, int(m.group(1)), zips, stats=stats)
+                    if cache:
+                        cache.put(info, stats, links, now)
+                symlinks.extend(links)
                 total += info.bytes
                 steps.append(info)
             elif entry.name == WATCHDOG_DIR or depth + 1 > MAX_DISCOVERY_DEPTH:

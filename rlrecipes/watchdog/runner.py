@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.watchdog import actions
-from rlrecipes.watchdog.layout import WATCHDOG_DIR, Experiment, ZipCache, scan_root, tree_stats
+from rlrecipes.watchdog.layout import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
 from rlrecipes.watchdog.policy import Finding, Plan, Retention, human, plan
 from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_status
 
@@ -45,6 +45,7 @@ class Watchdog:
         self.root = Path(os.path.realpath(config.root))
         self.status_path = config.status_path or default_status_path(self.root)
         self.zips = ZipCache(config.zip_check)
+        self.steps = StepCache(settled_s=config.retention.grace_s)
         self.counters = {"scans": 0, "deleted": 0, "deleted_bytes": 0, "tracker_repairs": 0, "errors": 0}
         self.metrics: MetricsServer | None = None
         self.last_status: dict = {}
@@ -63,7 +64,7 @@ class Watchdog:
         cfg = self.config
         if not self.root.is_dir():
             raise FileNotFoundError(f"checkpoint root {self.root} is not a directory")
-        scan = scan_root(self.root, self.zips, count_all=cfg.quota_bytes is not None)
+        scan = scan_root(self.root, self.zips, count_all=cfg.quota_bytes is not None, cache=self.steps)
         if not self._trash_emptied and not cfg.dry_run:
             if actions.empty_trash(self.root, [e.path for e in scan.experiments]):
                 log.warning("finished removing what an earlier run left in the trash")
@@ -103,6 +104,7 @@ class Watchdog:
         for d in decided.deletions:
             # Look again right before deleting: a save may have started in this directory since the scan.
             fresh = tree_stats(d.path)
+            self.steps.forget(d.path)
             if fresh.newest_mtime > d.newest_mtime:
                 log.info("%s: written to since the scan, kept", d.path)
                 continue
