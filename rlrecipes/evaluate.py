@@ -175,6 +175,14 @@ def load_summary(path: str | Path) -> dict:
         raise RecipeError(f"unreadable eval summary: {exc}", where=str(file)) from exc
 
 
+def fast_eval_cells(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """The fast in-repo eval (training reward on the GSM8K test parquet) as table cells."""
+    header = ["model", "n", "strict % (the reward)", "flexible %"]
+    cells = [[label, str(fast["n"]), f"{100 * fast['accuracy']:.1f}", f"{100 * fast['flexible_accuracy']:.1f}"]
+             for label, fast in summary.get("fast_eval", {}).items()]
+    return header, cells
+
+
 def summary_cells(summary: dict) -> tuple[list[str], list[list[str]]]:
     rows = [Row(r["task"], r["filter"], r["baseline"], r["trained"], r.get("n")) for r in summary.get("rows", [])]
     return table_cells(rows, with_baseline=summary.get("baseline") is not None)

@@ -191,10 +191,12 @@ def test_report_includes_eval_table(tmp_path):
     out.mkdir()
     rows = eval_table(load_results(FIXTURES / "trained"), load_results(FIXTURES / "baseline"), ("gsm8k",))
     (out / "eval-summary.json").write_text(json.dumps({
-        "baseline": "base", "rows": [dict(r.__dict__, delta=r.delta) for r in rows]}))
+        "baseline": "base", "rows": [dict(r.__dict__, delta=r.delta) for r in rows],
+        "fast_eval": {"trained": {"n": 50, "accuracy": 0.42, "flexible_accuracy": 0.5}}}))
     log = tmp_path / "metrics-1.jsonl"
     log.write_text('{"step": 1, "data": {"critic/score/mean": 0.5}}\n')
     assert main(["report", "--log", str(log), "--eval", str(out), "--out", str(tmp_path / "rep")]) == 0
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "| gsm8k | strict-match | 4 | 25.0 | 50.0 | +25.0 |" in md
-    assert "<td>+50.0</td>" in (tmp_path / "rep" / "report.html").read_text()
+    assert "| trained | 50 | 42.0 | 50.0 |" in md
+    assert "<td>+25.0</td>" in (tmp_path / "rep" / "report.html").read_text()

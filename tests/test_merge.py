@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-root, version, zero_b = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+root, version, kind = Path(sys.argv[1]), sys.argv[2], sys.argv[3]  # kind: lora | zero (B = 0) | full
 sys.path.insert(0, sys.argv[4])
 from tinytok import build_tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
@@ -46,9 +46,14 @@ from peft import LoraConfig, TaskType, get_peft_model
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
 model = AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32)
-model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, lora_alpha=8,
-                                         target_modules=["q_proj", "v_proj", "up_proj"], bias="none"))
-if not zero_b:  # what training does: B leaves zero
+if kind == "full":  # full fine-tuning (the PPO recipe): every weight trains
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.01)
+else:
+    model = get_peft_model(model, LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, lora_alpha=8,
+                                             target_modules=["q_proj", "v_proj", "up_proj"], bias="none"))
+if kind == "lora":  # what training does: B leaves zero
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "lora_B" in name:
@@ -63,7 +68,7 @@ manager = FSDPCheckpointManager(model=fsdp, optimizer=optimizer, lr_scheduler=No
                                 checkpoint_config={"save_contents": ["model", "optimizer", "extra"],
                                                    "load_contents": ["model", "optimizer", "extra"]})
 manager.save_checkpoint(local_path=str(actor), global_step=2)
-if version == "0.5.0":  # ActorRolloutRefWorker.save_checkpoint's LoRA branch (fsdp_workers.py)
+if version == "0.5.0" and kind != "full":  # ActorRolloutRefWorker.save_checkpoint's LoRA branch (fsdp_workers.py)
     from safetensors.torch import save_file
     from verl.utils.fsdp_utils import layered_summon_lora_params
     peft_config = asdict(model.peft_config["default"])
@@ -74,16 +79,17 @@ if version == "0.5.0":  # ActorRolloutRefWorker.save_checkpoint's LoRA branch (f
     save_file(layered_summon_lora_params(fsdp), str(actor / "lora_adapter" / "adapter_model.safetensors"))
     (actor / "lora_adapter" / "adapter_config.json").write_text(json.dumps(peft_config, indent=4))
 (run_dir / "latest_checkpointed_iteration.txt").write_text("2")
-torch.save({k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k}, root / "lora_truth.pt")
+torch.save({k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k or kind == "full"},
+           root / "lora_truth.pt")
 dist.destroy_process_group()
 '''
 
 
-def build_checkpoint(run_in_verl, tmp_path: Path, version: str, zero_b: bool = False) -> Path:
+def build_checkpoint(run_in_verl, tmp_path: Path, version: str, kind: str = "lora") -> Path:
     script = tmp_path / "build_checkpoint.py"
     script.write_text(BUILD_CHECKPOINT)
     port = str(29500 + (hash((str(tmp_path), version)) % 400))
-    code = (f"import runpy, sys; sys.argv = ['x', {str(tmp_path)!r}, {version!r}, {'1' if zero_b else '0'!r}, "
+    code = (f"import runpy, sys; sys.argv = ['x', {str(tmp_path)!r}, {version!r}, {kind!r}, "
             f"{str(TESTS)!r}, {port!r}]; runpy.run_path({str(script)!r}, run_name='__main__')")
     proc = run_in_verl(version, code, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -164,12 +170,34 @@ def test_merge_fuses_lora_from_verl_checkpoint(run_in_verl, tmp_path, version):
 
 @pytest.mark.verl
 def test_merge_refuses_a_zero_adapter(run_in_verl, tmp_path):
-    run_dir = build_checkpoint(run_in_verl, tmp_path, "0.5.0", zero_b=True)
+    run_dir = build_checkpoint(run_in_verl, tmp_path, "0.5.0", kind="zero")
     out = tmp_path / "merged"
     proc = run_merge(run_in_verl, "0.5.0", ["merge", str(run_dir), "--out", str(out)])
     assert proc.returncode == 1
     assert "adapter is zero" in proc.stderr
     assert not out.exists() and not list(tmp_path.glob(".merged.partial-*"))
+
+
+@pytest.mark.verl
+def test_merge_full_fine_tune(run_in_verl, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    run_dir = build_checkpoint(run_in_verl, tmp_path, "0.5.0", kind="full")
+    out = tmp_path / "merged"
+    proc = run_merge(run_in_verl, "0.5.0", ["merge", str(run_dir), "--step", "2", "--out", str(out),
+                                            "--dtype", "fp32", "--base", str(tmp_path / "base")])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    merged = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32).state_dict()
+    truth = torch.load(tmp_path / "lora_truth.pt")
+    for key, value in truth.items():
+        # verl's merger gathers every tensor as bf16 (fsdp_model_merger.py), whatever the training dtype
+        assert torch.equal(merged[key], value.to(torch.bfloat16).float()), key
+    info = json.loads((out / "merge-info.json").read_text())
+    assert info["lora"] is None and info["dtype"] == "float32"
+    # every stored tensor moved in this "training" (lm_head is tied to the embeddings: not stored)
+    assert info["verification"]["changed_other"] == info["verification"]["compared"] == len(merged) - 1
+    assert not (out / "lora_adapter").exists()
 
 
 def test_merge_needs_verl_in_this_interpreter(tmp_path, capsys):

@@ -220,3 +220,62 @@ def test_report_input_errors(argv, message, capsys):
 def test_report_empty_dir_is_an_error(tmp_path):
     with pytest.raises(RecipeError, match="no metrics files"):
         load_run(tmp_path)
+
+
+# A run shaped like a real GRPO run (seeded noise around smooth trends), logged by verl 0.8's file logger
+# in two launches: the first dies while writing step 23, the second resumes from the step-20 checkpoint.
+EXAMPLE_SCRIPT = r'''
+import os, sys
+import numpy as np
+path, first, last, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+os.environ["VERL_FILE_LOGGER_PATH"] = path
+from verl.utils.tracking import Tracking
+rng = np.random.default_rng(seed)
+tracker = Tracking(project_name="rl", experiment_name="example", default_backend=["file"])
+acc = lambda s: np.float64(0.62 + 0.22 * (1 - np.exp(-s / 12)) + rng.normal(0, 0.006))
+tracker.log(data={"val-core/openai/gsm8k/reward/mean@1": acc(first)}, step=first)
+for step in range(first + 1, last + 1):
+    t = step / 40
+    gen, old, ref, upd = 38 + rng.normal(0, 2), 6 + rng.normal(0, 0.3), 5 + rng.normal(0, 0.3), 21 + rng.normal(0, 1)
+    data = {
+        "critic/score/mean": np.float64(0.55 + 0.3 * (1 - np.exp(-step / 10)) + rng.normal(0, 0.02)),
+        "actor/kl_loss": np.float64(0.004 * step ** 0.8 / 10 + abs(rng.normal(0, 0.0004))),
+        "actor/grad_norm": np.float64(0.35 * np.exp(-t) + 0.1 + abs(rng.normal(0, 0.03))),
+        "actor/entropy": np.float64(0.55 - 0.2 * t + rng.normal(0, 0.01)),
+        "response_length/mean": np.float64(260 - 60 * t + rng.normal(0, 6)),
+        "timing_s/gen": gen, "timing_s/old_log_prob": old, "timing_s/ref": ref, "timing_s/update_actor": upd,
+        "timing_s/step": gen + old + ref + upd + 1.5,
+        "perf/throughput": np.float64(1700 + rng.normal(0, 40)),
+        "perf/total_num_tokens": np.int64(512 * 5 * 420),
+        "perf/max_memory_allocated_gb": np.float64(52.5 + rng.normal(0, 0.2)),
+        "perf/max_memory_reserved_gb": np.float64(61.0),
+    }
+    if step % 5 == 0:
+        data["val-core/openai/gsm8k/reward/mean@1"] = acc(step)
+    tracker.log(data=data, step=step)
+'''
+
+
+@pytest.mark.verl
+def test_example_report(run_in_verl, tmp_path):
+    """The docs' example report. RLRECIPES_UPDATE_DOCS=1 copies its overview into docs/img/."""
+    import os
+    import shutil
+
+    logs = tmp_path / "logs" / "qwen2.5-3b-gsm8k-grpo-lora"
+    logs.mkdir(parents=True)
+    script = tmp_path / "example.py"
+    script.write_text(EXAMPLE_SCRIPT)
+    for stamp, first, last in (("20260101T000000Z", 0, 23), ("20260101T020000Z", 20, 40)):
+        code = (f"import runpy, sys; sys.argv = ['x', {str(logs / f'metrics-{stamp}.jsonl')!r}, '{first}', "
+                f"'{last}', '{first}']; runpy.run_path({str(script)!r}, run_name='__main__')")
+        proc = run_in_verl("0.8.0", code, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    cut_last_line(logs / "metrics-20260101T000000Z.jsonl")
+    out = tmp_path / "report"
+    assert main(["report", str(logs), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "Steps logged | 0 .. 40, 2 launch(es), 1 restart(s)" in md
+    assert (out / "gpu_memory.png").is_file() and "Not logged" not in md
+    if os.environ.get("RLRECIPES_UPDATE_DOCS") == "1":
+        shutil.copy(out / "overview.png", Path(__file__).resolve().parents[1] / "docs" / "img" / "example-report.png")

@@ -33,15 +33,17 @@ def report(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir, args.log)
     if not run.steps:
         raise RecipeError("the metrics files hold no logged steps", where=args.run_dir or ", ".join(args.log))
-    eval_header = eval_rows = None
+    eval_header = eval_rows = fast_header = fast_rows = None
     if args.eval:
-        from rlrecipes.evaluate import load_summary, summary_cells
+        from rlrecipes.evaluate import fast_eval_cells, load_summary, summary_cells
 
-        eval_header, eval_rows = summary_cells(load_summary(args.eval))
+        summary = load_summary(args.eval)
+        eval_header, eval_rows = summary_cells(summary)
+        fast_header, fast_rows = fast_eval_cells(summary)
     out = Path(args.out)
     plots, missing = write_plots(run, out)
     title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
-    data = build_report(run, plots, missing, title, eval_rows, eval_header)
+    data = build_report(run, plots, missing, title, eval_rows, eval_header, fast_rows, fast_header)
     paths = write_report(data, out)
     _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
     return 0

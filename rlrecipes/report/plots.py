@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,7 @@ def write_plots(run: RunMetrics, out_dir: Path) -> tuple[dict[str, Path], list[s
         path = out_dir / f"{panel.name}.png"
         with atomic_path(path, suffix=".png") as tmp:
             fig.savefig(tmp, format="png")
+            os.chmod(tmp, 0o644)
         plt.close(fig)
         written[panel.name] = path
     if drawable:
@@ -94,6 +96,7 @@ def write_plots(run: RunMetrics, out_dir: Path) -> tuple[dict[str, Path], list[s
         path = out_dir / "overview.png"
         with atomic_path(path, suffix=".png") as tmp:
             fig.savefig(tmp, format="png")
+            os.chmod(tmp, 0o644)
         plt.close(fig)
         written["overview"] = path
     return written, missing

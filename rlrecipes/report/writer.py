@@ -63,7 +63,8 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], title: str,
-                 eval_rows: list[list[str]] | None = None, eval_header: list[str] | None = None) -> dict:
+                 eval_rows: list[list[str]] | None = None, eval_header: list[str] | None = None,
+                 fast_rows: list[list[str]] | None = None, fast_header: list[str] | None = None) -> dict:
     """Everything the report shows, as data (rendered to Markdown and HTML below, dumped to summary.json)."""
     return {
         "title": title,
@@ -73,6 +74,8 @@ def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], ti
         "headline": headline(run),
         "eval_header": eval_header or [],
         "eval_rows": eval_rows or [],
+        "fast_header": fast_header or [],
+        "fast_rows": fast_rows or [],
         "plots": {name: path.name for name, path in plots.items()},
         "missing_panels": missing,
         "warnings": list(run.warnings),
@@ -87,6 +90,9 @@ def render_markdown(report: dict) -> str:
     if report["eval_rows"]:
         lines += ["", "## Evaluation (lm-eval, exact_match)", ""]
         lines += _md_table(report["eval_header"], report["eval_rows"])
+    if report.get("fast_rows"):
+        lines += ["", "## Fast evaluation (training reward on the GSM8K test parquet)", ""]
+        lines += _md_table(report["fast_header"], report["fast_rows"])
     lines += ["", "## Plots", ""]
     titles = {panel.name: panel.title for panel in PANELS}
     for name, filename in report["plots"].items():
@@ -122,6 +128,9 @@ def render_html(report: dict, plot_dir: Path) -> str:
     ]
     if report["eval_rows"]:
         parts += ["<h2>Evaluation (lm-eval, exact_match)</h2>", table(report["eval_header"], report["eval_rows"])]
+    if report.get("fast_rows"):
+        parts += ["<h2>Fast evaluation (training reward on the GSM8K test parquet)</h2>",
+                  table(report["fast_header"], report["fast_rows"])]
     parts.append("<h2>Plots</h2>")
     titles = {panel.name: panel.title for panel in PANELS}
     for name, filename in report["plots"].items():
@@ -140,7 +149,8 @@ def render_html(report: dict, plot_dir: Path) -> str:
 def write_report(report: dict, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "json": out_dir / "summary.json"}
-    atomic_write_text(paths["md"], render_markdown(report))
-    atomic_write_text(paths["html"], render_html(report, out_dir))
-    atomic_write_text(paths["json"], json.dumps(report, indent=2, sort_keys=True) + "\n")
+    # 0644: a report is for reading, often by another user than the container's root that wrote it
+    atomic_write_text(paths["md"], render_markdown(report), mode=0o644)
+    atomic_write_text(paths["html"], render_html(report, out_dir), mode=0o644)
+    atomic_write_text(paths["json"], json.dumps(report, indent=2, sort_keys=True) + "\n", mode=0o644)
     return paths
