@@ -121,6 +121,8 @@ CORPUS = [
      "compute-dtype", "fail", ["bf16 needs compute capability >= 8.0", "Tesla P40 is sm_61", "actor"]),
     ("bf16-profile-on-p40", "smoke-grpo-lora", "any-1gpu-vllm", [], "p40x1", {},
      "compute-dtype", "fail", ["bf16 needs compute capability >= 8.0", "sm_61"]),
+    ("bf16-on-v100", GRPO, None, [], "v100-x4", {},
+     "compute-dtype", "fail", ["Tesla V100-SXM2-32GB is sm_70: actor, rollout would compute in bf16"]),
     ("flash-attn-on-v100", GRPO, None, [], "v100-x4", {},
      "attention", "fail", ["FlashAttention-2 needs compute capability >= 8.0", "Tesla V100-SXM2-32GB is sm_70"]),
     ("vllm-override-on-p40-image", PPO, None, ["actor_rollout_ref.rollout.name=vllm"], "p40x1", {},

@@ -195,8 +195,6 @@ def check_compute_dtype(ctx: Context) -> Check:
     used = prec.used(run.use_critic, run.use_reference_policy and not run.lora_rank)
     bf16 = sorted(role for role, dtype in used.items() if dtype == "bf16")
     fp16 = sorted(role for role, dtype in used.items() if dtype == "fp16")
-    if run.profile.dtype == "bf16" and "profile" not in bf16:
-        bf16 = sorted(set(bf16) | {"profile"})
     if bf16 and gpu.cc < MIN_CC["bf16"]:
         return Check("compute-dtype", FAIL,
                      f"bf16 needs compute capability >= 8.0 (sm_80); {gpu.name} is {gpu.sm}: {', '.join(bf16)} would "
