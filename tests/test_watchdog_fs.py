@@ -9,9 +9,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -35,10 +37,10 @@ def disk(tmp_path):
     """Factory: disk("tmpfs"|"ext4", size_bytes) -> mount point of a fresh, size-capped filesystem."""
     mounted: list[Path] = []
 
-    def make(kind: str, size: int) -> Path:
+    def make(kind: str, size: int, base: Path | None = None) -> Path:
         if os.geteuid() != 0:
             pytest.skip("mounting a size-limited filesystem needs root")
-        where = tmp_path / f"{kind}{len(mounted)}"
+        where = (base or tmp_path) / f"{kind}{len(mounted)}"
         where.mkdir()
         if kind == "tmpfs":
             cmd = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)]
@@ -577,3 +579,45 @@ def test_a_cached_settled_checkpoint_that_changes_is_read_again(disk):
     age(exp)
     step2 = dog.run_once()["experiments"][0]["steps"][0]
     assert step2["problem"] == "data.pt missing"
+
+
+@pytest.fixture
+def public_tmp():
+    """A temp dir an unprivileged user can traverse (pytest's are private to root); set up before `disk`."""
+    base = Path(tempfile.mkdtemp(prefix="watchdog-perm-"))
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_watchdog_that_may_not_delete_says_so_loudly(public_tmp, disk):
+    # The image runs as UID 10001; a trainer running as root with umask 022 leaves it unable to delete.
+    base = public_tmp
+    root = disk("tmpfs", 16 * MIB, base=base)
+    exp = root / "run"
+    for step in (1, 2, 3):
+        save_checkpoint(exp, step)
+    age(exp)
+    status_dir = base / "status"
+    status_dir.mkdir()
+    os.chown(status_dir, 10001, 10001)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+
+    def drop():
+        os.setgid(10001)
+        os.setuid(10001)
+
+    # The watchdog needs only the standard library: any python3 the unprivileged user can execute will do
+    # (this venv's interpreter may live under /root).
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
+    if python is None:
+        pytest.skip("no system python3 for an unprivileged user")
+    done = subprocess.run([python, "-m", "rlrecipes", "watchdog", "--root", str(root), "--once",
+                           "--keep-last", "1", "--status", str(status_dir / "status.json")],
+                          env=env, capture_output=True, text=True, preexec_fn=drop, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    status = json.loads((status_dir / "status.json").read_text())
+    failed = [f for f in status["findings"] if f["code"] == "delete-failed"]
+    assert [f["step"] for f in failed] == [1, 2] and all(f["severity"] == "error" for f in failed)
+    assert "Permission denied" in failed[0]["message"] and "Permissions" in failed[0]["message"]
+    assert steps_left(exp) == ["global_step_1", "global_step_2", "global_step_3"]
