@@ -323,11 +323,13 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
 
 def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="merged model directory (or, with --from-results, its lm-eval output)")
-    parser.add_argument("--baseline", help="base model directory to compare against (same tasks)")
+    parser.add_argument("--baseline", help="base model directory to compare against (default: the base_model "
+                                           "in MODEL/merge-info.json written by `rlrecipes merge`)")
+    parser.add_argument("--no-baseline", action="store_true", help="evaluate MODEL alone")
     parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="lm-eval tasks (default: %(default)s)")
     parser.add_argument("--backend", choices=["auto", "vllm", "hf"], default="auto",
                         help="lm-eval model backend: vllm (A100 image), hf (P40 image); auto picks vllm if installed")
-    parser.add_argument("--out", default="eval", help="output directory (default: %(default)s)")
+    parser.add_argument("--out", help="output directory (default: MODEL/eval)")
     parser.add_argument("--dtype", default="auto", help="model dtype for lm-eval (auto|bfloat16|float32)")
     parser.add_argument("--limit", type=int, help="evaluate only the first N problems per task (quick look)")
     parser.add_argument("--batch-size", default="auto", help="lm-eval batch size (default: %(default)s)")
@@ -346,6 +348,21 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-lm-eval", action="store_true", help="run only the fast eval")
     parser.add_argument("--from-results", action="store_true",
                         help="MODEL and --baseline are lm-eval output dirs/results files: only print the table")
+
+
+def baseline_from_merge_info(model: Path) -> str | None:
+    """The base model a merged model came from, when `rlrecipes merge` recorded a directory that exists
+    (not the merger's bf16 copy it falls back to, which is gone after the merge)."""
+    info_file = model / "merge-info.json"
+    try:
+        info = json.loads(info_file.read_text())
+    except (OSError, ValueError):
+        return None
+    base = info.get("base_model") if isinstance(info, dict) else None
+    if not base or "model_merger" in str(info.get("base_note", "")) or not (Path(base) / "config.json").is_file():
+        return None
+    print(f"baseline: {base} (from {info_file})")
+    return str(base)
 
 
 def _render_table(summary: dict) -> None:
@@ -370,7 +387,11 @@ def evaluate(args: argparse.Namespace) -> int:
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     if not tasks:
         raise RecipeError("no tasks given", where="--tasks")
-    out = Path(args.out)
+    if args.no_baseline:
+        args.baseline = None
+    elif args.baseline is None and not args.from_results:
+        args.baseline = baseline_from_merge_info(Path(args.model))
+    out = Path(args.out) if args.out else Path(args.model) / "eval"
     started = time.monotonic()
     summary: dict = {"tasks": list(tasks), "model": args.model, "baseline": args.baseline, "rows": [],
                      "fast_eval": {}}

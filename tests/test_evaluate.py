@@ -200,3 +200,28 @@ def test_report_includes_eval_table(tmp_path):
     assert "| gsm8k | strict-match | 4 | 25.0 | 50.0 | +25.0 |" in md
     assert "| trained | 50 | 42.0 | 50.0 |" in md
     assert "<td>+25.0</td>" in (tmp_path / "rep" / "report.html").read_text()
+
+
+@pytest.mark.parametrize("info, base_exists, expected", [
+    ({"base_model": "BASE"}, True, "BASE"),
+    ({"base_model": "BASE"}, False, None),
+    ({"base_model": "BASE", "base_note": "verl model_merger's bf16 copy of the frozen base"}, True, None),
+    ({"base_model": None}, True, None),
+    (None, True, None),
+    ("{broken", True, None),
+])
+def test_baseline_from_merge_info(tmp_path, info, base_exists, expected):
+    from rlrecipes.evaluate import baseline_from_merge_info
+
+    base = tmp_path / "base"
+    if base_exists:
+        base.mkdir()
+        (base / "config.json").write_text("{}")
+    model = tmp_path / "merged"
+    model.mkdir()
+    if isinstance(info, dict):
+        info = {k: (str(base) if v == "BASE" else v) for k, v in info.items()}
+        (model / "merge-info.json").write_text(json.dumps(info))
+    elif isinstance(info, str):
+        (model / "merge-info.json").write_text(info)
+    assert baseline_from_merge_info(model) == (str(base) if expected == "BASE" else expected)

@@ -303,3 +303,42 @@ def test_lora_alpha_for(tmp_path, files, cli, recipe, expected):
         return
     alpha, source = lora_alpha_for(tmp_path, 8, cli, recipe)
     assert alpha == expected[0] and expected[1] in source
+
+
+# -- recipe context and dtype ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("run_name, explicit, expected", [
+    ("qwen2.5-3b-gsm8k-grpo-lora", None, ("qwen2.5-3b-gsm8k-grpo-lora", "bf16", 32.0, "Qwen2.5-3B-Instruct")),
+    ("qwen2.5-0.5b-gsm8k-ppo", None, ("qwen2.5-0.5b-gsm8k-ppo", "fp32", None, "Qwen2.5-0.5B-Instruct")),
+    ("my-run", "smoke-grpo-lora", ("smoke-grpo-lora", "fp32", 16.0, "smoke-tiny")),
+    ("my-run", None, (None, None, None, None)),
+])
+def test_recipe_context(tmp_path, monkeypatch, run_name, explicit, expected):
+    from rlrecipes.merge import recipe_context
+
+    monkeypatch.setenv("MODELS_DIR", str(tmp_path / "models"))
+    ctx = recipe_context(explicit, tmp_path / run_name)
+    got = (ctx.name, ctx.dtype, ctx.lora_alpha, ctx.model_path.name if ctx.model_path else None)
+    assert got == expected
+    if ctx.model_path:
+        assert ctx.model_path.parent == tmp_path / "models"
+
+
+def test_recipe_context_unknown_explicit_recipe(tmp_path):
+    from rlrecipes.merge import recipe_context
+
+    with pytest.raises(RecipeError):
+        recipe_context("no-such-recipe", tmp_path)
+
+
+@pytest.mark.parametrize("requested, recipe_dtype, config_dtype, expected", [
+    ("auto", "fp32", "bfloat16", "float32"),
+    ("auto", "bf16", "float32", "bfloat16"),
+    ("auto", None, "float32", "float32"),
+    ("auto", None, None, "bfloat16"),
+    ("fp16", "fp32", "float32", "float16"),
+])
+def test_resolve_dtype(requested, recipe_dtype, config_dtype, expected):
+    from rlrecipes.merge import RecipeContext, resolve_dtype
+
+    assert resolve_dtype(requested, RecipeContext(dtype=recipe_dtype), config_dtype) == expected
