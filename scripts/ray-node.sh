@@ -73,7 +73,9 @@ main() {
         head)
             args=(--head "--port=${RAYNODE_PORT:-6379}" --include-dashboard=false) ;;
         worker)
-            [ "$#" -ge 1 ] || die "worker needs the head's address: ray-node.sh worker HOST:PORT"
+            if [ "$#" -lt 1 ] || [ -z "$1" ]; then
+                die "worker needs the head's address: ray-node.sh worker HOST:PORT (make ray-worker HEAD=HOST:PORT)"
+            fi
             case "$1" in *:*) ;; *) die "head address '$1' is not HOST:PORT (e.g. 10.0.0.1:6379)" ;; esac
             args=("--address=$1")
             shift ;;
