@@ -130,10 +130,7 @@ class ZipCache:
         hit = self._seen.get(path)
         if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
             return hit[2]
-        try:
-            ok = zipfile.is_zipfile(path)
-        except OSError:
-            ok = False
+        ok = _ends_like_a_zip(path, st.st_size)
         self._seen[path] = (st.st_size, st.st_mtime_ns, ok)
         return ok
 
@@ -141,6 +138,35 @@ class ZipCache:
         prefix = prefix.rstrip("/") + "/"
         for key in [k for k in self._seen if k.startswith(prefix)]:
             del self._seen[key]
+
+
+_EOCD = b"PK\x05\x06"  # zip end-of-central-directory signature; torch.save writes no archive comment
+
+
+def _ends_like_a_zip(path: str, size: int) -> bool:
+    """True when the file ends with a zip end-of-central-directory record (a whole archive).
+
+    Fast path: one pread of the last 22 bytes (torch.save archives carry no comment); anything else
+    goes to zipfile.is_zipfile, which also finds a record followed by a comment.
+    """
+    if size < 22:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        tail = os.pread(fd, 22, size - 22)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if tail[:4] == _EOCD:
+        return True
+    try:
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return False
 
 
 def tree_stats(path: Path, symlinks: list[Path] | None = None, keep_entries: bool = False) -> TreeStats:
