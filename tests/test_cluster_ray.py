@@ -309,3 +309,59 @@ def test_ray_init_kwargs_match_verls_own_call(run_in_verl, version, recipe, prof
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["verl"], "verl never called ray.init"
     assert result["ours"] == result["verl"]
+
+
+# ----------------------------------------------------------------------------- Slurm, dry run
+FAKE_SRUN = """#!/usr/bin/env bash
+node=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -w) node=$2; shift 2 ;;
+    --*) shift ;;
+    *) break ;;
+  esac
+done
+if [ "$1" = hostname ]; then echo "10.1.2.3 fe80::1"; exit 0; fi
+printf '%s|%s\\n' "$node" "$*" >> "$CALLS"
+"""
+FAKE_SCONTROL = """#!/usr/bin/env bash
+[ "$1 $2 $3" = "show hostnames gpu[07-09]" ] || { echo "unexpected: $*" >&2; exit 1; }
+printf 'gpu07\\ngpu08\\ngpu09\\n'
+"""
+
+
+def test_slurm_script_starts_head_workers_then_checks_and_trains(tmp_path):
+    """deploy/slurm/ray-verl.sbatch with stand-in srun/scontrol: which command runs on which node."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    sif = tmp_path / "a100.sif"
+    sif.write_text("")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"), "SIF": str(sif),
+           "SHARED_WORKSPACE": "/shared/ws", "SLURM_JOB_NODELIST": "gpu[07-09]", "SLURM_GPUS_PER_NODE": "a100:4",
+           "SLURM_CPUS_PER_TASK": "32", "HEAD_START_PAUSE": "0"}
+    script = REPO / "deploy" / "slurm" / "ray-verl.sbatch"
+    proc = subprocess.run(["bash", str(script), "trainer.total_epochs=1"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    calls = [line.split("|", 1) for line in (tmp_path / "calls").read_text().splitlines()]
+    image = f"apptainer exec --nv --bind /shared/ws:/workspace --env "
+    head = [c for n, c in calls if c.endswith("ray-node.sh head")]
+    assert head == [image + f"RAYNODE_NUM_GPUS=4,RAYNODE_NUM_CPUS=32,RAYNODE_PORT=6379,RAYNODE_NODE_IP=10.1.2.3 "
+                            f"{sif} /opt/rlrecipes/scripts/ray-node.sh head"]
+    assert [n for n, c in calls if c.endswith("ray-node.sh head")] == ["gpu07"]
+    workers = sorted(n for n, c in calls if c.endswith("ray-node.sh worker 10.1.2.3:6379"))
+    assert workers == ["gpu08", "gpu09"]
+    overrides = "trainer.nnodes=3 trainer.n_gpus_per_node=4 trainer.total_epochs=1"
+    trainer_env = "RAY_ADDRESS=10.1.2.3:6379,RECIPE=qwen2.5-3b-gsm8k-grpo-lora,PROFILE=a100-80gb-2node,PYTHONUNBUFFERED=1"
+    tail = [(n, c) for n, c in calls if "ray-node.sh" not in c]
+    assert tail == [
+        ("gpu07", f"{image}{trainer_env} {sif} rlrecipes cluster qwen2.5-3b-gsm8k-grpo-lora --profile "
+                  f"a100-80gb-2node --wait 300 {overrides}"),
+        ("gpu07", f"{image}{trainer_env} {sif} /opt/rlrecipes/scripts/entrypoint.sh run {overrides}"),
+    ]
+    # the overrides the script adds are ones the recipe engine takes, and they reach trainer.nnodes
+    run = resolve(GRPO, profile="a100-80gb-2node", overrides=overrides.split())
+    assert requirement_for(run) == Requirement(3, 4, 1)
