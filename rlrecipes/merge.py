@@ -306,7 +306,6 @@ def _tensor_index(model_dir: Path) -> dict[str, Path]:
 
 def compare_to_base(merged_dir: Path, base_dir: Path, lora_modules: set[str]) -> dict:
     """Stream both models' tensors: which changed, and whether every change is inside a LoRA target."""
-    import torch
     from safetensors import safe_open
 
     merged, base = _tensor_index(merged_dir), _tensor_index(base_dir)
@@ -348,6 +347,8 @@ def greedy_sample(model_dir: Path, dtype: str, device: str, max_new_tokens: int 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=_torch_dtype(dtype)).to(device).eval()
     question = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
@@ -398,7 +399,7 @@ def model_card(info: dict) -> str:
 
 def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None, dtype: str = "auto",
                      lora_alpha: float | None = None, recipe: str | None = None, log_dir: Path | None = None,
-                     force: bool = False, device: str = "cpu") -> dict:
+                     force: bool = False, device: str = "auto") -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from rlrecipes.report.progress import stage
@@ -514,7 +515,8 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weights dtype (default: the recipe's; else the checkpoint config's)")
     parser.add_argument("--lora-alpha", type=float, help="override the LoRA alpha training used")
     parser.add_argument("--log-dir", type=Path, help="the run's log directory, for the model card's metrics")
-    parser.add_argument("--device", default="cpu", help="device for the verification generation (default: cpu)")
+    parser.add_argument("--device", default="auto",
+                        help="device for the verification generation: auto (cuda when available), cpu, cuda:0")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
 
 

@@ -105,7 +105,6 @@ def run_merge(run_in_verl, version: str, argv: list[str]):
 @pytest.mark.parametrize("version", ["0.5.0", "0.8.0"])
 def test_merge_fuses_lora_from_verl_checkpoint(run_in_verl, tmp_path, version):
     import torch
-    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     run_dir = build_checkpoint(run_in_verl, tmp_path, version)
@@ -342,3 +341,16 @@ def test_resolve_dtype(requested, recipe_dtype, config_dtype, expected):
     from rlrecipes.merge import RecipeContext, resolve_dtype
 
     assert resolve_dtype(requested, RecipeContext(dtype=recipe_dtype), config_dtype) == expected
+
+
+def test_existing_output_needs_force(tmp_path):
+    from rlrecipes.merge import CheckpointRef, merge_checkpoint
+
+    pytest.importorskip("transformers")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    ref = CheckpointRef(tmp_path, 1, make_actor(tmp_path / "global_step_1" / "actor"))
+    with pytest.raises(RecipeError, match="output directory exists"):
+        merge_checkpoint(ref, out)
+    assert (out / "keep.txt").read_text() == "x"
