@@ -621,3 +621,25 @@ def test_a_watchdog_that_may_not_delete_says_so_loudly(public_tmp, disk):
     assert [f["step"] for f in failed] == [1, 2] and all(f["severity"] == "error" for f in failed)
     assert "Permission denied" in failed[0]["message"] and "Permissions" in failed[0]["message"]
     assert steps_left(exp) == ["global_step_1", "global_step_2", "global_step_3"]
+
+
+def test_dry_run_changes_nothing_and_reports_the_plan(disk, capsys):
+    root = disk("tmpfs", 16 * MIB)
+    exp = root / "run"
+    for step in (1, 2, 3):
+        save_checkpoint(exp, step)
+    save_checkpoint(exp, 4, tracker=False)
+    (exp / "global_step_4" / "data.pt").unlink()
+    (exp / TRACKER_NAME).write_text("")
+    age(exp)
+    assert cli_main(["watchdog", "--root", str(root), "--once", "--dry-run", "--keep-last", "1"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert {p["step"]: p["reason"] for p in summary["planned_deletions"]} == {
+        1: "keep-last", 2: "keep-last", 4: "interrupted"}
+    assert [(f["new_step"], f["applied"]) for f in summary["tracker_fixes"]] == [(3, False)]
+    assert steps_left(exp) == ["global_step_1", "global_step_2", "global_step_3", "global_step_4"]
+    assert tracker(exp) == ""
+    # The same pass for real.
+    assert cli_main(["watchdog", "--root", str(root), "--once", "--keep-last", "1"]) == 0
+    assert steps_left(exp) == ["global_step_3"]
+    assert tracker(exp) == "3"

@@ -141,6 +141,10 @@ def _summary(status: dict) -> dict:
                                     "kept": [s["step"] for s in e["steps"] if not s["deleted"]]}
                         for e in status["experiments"]},
         "deleted": status["deleted"],
+        "planned_deletions": [{"path": str(Path(e["path"]) / f"global_step_{s['step']}"), "step": s["step"],
+                               "reason": s["planned_deletion"]}
+                              for e in status["experiments"] for s in e["steps"]
+                              if s["planned_deletion"] and not s["deleted"]] if status["dry_run"] else [],
         "tracker_fixes": status["tracker_fixes"],
         "findings": [f for f in status["findings"] if f["severity"] != "info"],
         "budget": status["budget"],

@@ -49,7 +49,6 @@ class Watchdog:
         self.counters = {"scans": 0, "deleted": 0, "deleted_bytes": 0, "tracker_repairs": 0, "errors": 0}
         self.metrics: MetricsServer | None = None
         self.last_status: dict = {}
-        self._trash_emptied = False
 
     def room_bytes(self, root_bytes: int) -> tuple[int | None, actions.DiskUsage]:
         usage = actions.disk_usage(self.root)
@@ -65,10 +64,10 @@ class Watchdog:
         if not self.root.is_dir():
             raise FileNotFoundError(f"checkpoint root {self.root} is not a directory")
         scan = scan_root(self.root, self.zips, count_all=cfg.quota_bytes is not None, cache=self.steps)
-        if not self._trash_emptied and not cfg.dry_run:
+        if not cfg.dry_run:
+            # Normally empty: removal follows each rename. Leftovers come from a process killed mid-rmtree.
             if actions.empty_trash(self.root, [e.path for e in scan.experiments]):
-                log.warning("finished removing what an earlier run left in the trash")
-            self._trash_emptied = True
+                log.warning("finished removing what an interrupted removal left in the trash")
         now = time.time()
         room, usage = self.room_bytes(scan.root_bytes)
         decided = plan(scan.experiments, now, cfg.retention, room)
