@@ -15,8 +15,15 @@
 #   RAYNODE_NODE_IP             address other nodes reach this one at (multi-NIC hosts, Slurm)
 #   RAYNODE_PORT                head GCS port (default 6379)
 #   RAYNODE_BLOCK               1 (default): stay in the foreground like a container's main process; 0: return
+#   RAYNODE_EXTRA_ARGS          more `ray start` arguments (word-split; how `make ray-head ARGS=...` reaches
+#                               the container)
 # Anything after the role (and the head address) goes to `ray start` as is, e.g. fixed ports for a firewall:
 #   --node-manager-port=6380 --object-manager-port=6381 --min-worker-port=10002 --max-worker-port=10999
+#
+# Where it runs: inside an rlrecipes image (RLRECIPES_IN_IMAGE=1), or on a host that has `ray` (bare metal,
+# Slurm), it starts the node here. On a host without Ray (`make ray-head` / `make ray-worker HEAD=...`), it
+# starts the node in the A100 image instead: the ray-head / ray-worker service of compose.multinode.yaml
+# (host network, GPUs, shared /workspace from SHARED_WORKSPACE), detached.
 set -euo pipefail
 
 log() { printf '[ray-node] %s\n' "$*" >&2; }
@@ -56,12 +63,24 @@ object_store_bytes() {
         die "/dev/shm is $((shm / 1024 / 1024)) MiB: start the container with --shm-size=16g (compose: shm_size) or" \
             "--ipc=host, or set RAYNODE_OBJECT_STORE_BYTES"
     fi
-    ram=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
+    ram=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024))  # in bash: awk prints 2.5e+10
     half=$((shm / 2))
     cap=$((ram * 3 / 10))
     if [ "$half" -gt "$cap" ]; then half=$cap; fi
     if [ "$half" -lt "$MIN_STORE_BYTES" ]; then half=$MIN_STORE_BYTES; fi
     printf '%s\n' "$half"
+}
+
+in_compose() {
+    local role=$1 repo
+    shift
+    repo=$(cd "$(dirname "$0")/.." && pwd)
+    command -v docker >/dev/null || die "neither ray nor docker found; run this inside the image or install Docker"
+    local -a env=(RAYNODE_EXTRA_ARGS="${RAYNODE_EXTRA_ARGS:-} $*" RAY_PORT="${RAYNODE_PORT:-6379}")
+    if [ "$role" = worker ]; then env+=(RAY_HEAD="$HEAD_ADDRESS"); fi
+    log "no ray here: starting ray-$role from compose.multinode.yaml (docker compose logs -f ray-$role)"
+    exec env "${env[@]}" docker compose -f "$repo/compose.yaml" -f "$repo/compose.multinode.yaml" \
+        --profile "ray-$role" up -d "ray-$role"
 }
 
 main() {
@@ -77,11 +96,16 @@ main() {
                 die "worker needs the head's address: ray-node.sh worker HOST:PORT (make ray-worker HEAD=HOST:PORT)"
             fi
             case "$1" in *:*) ;; *) die "head address '$1' is not HOST:PORT (e.g. 10.0.0.1:6379)" ;; esac
+            HEAD_ADDRESS=$1
             args=("--address=$1")
             shift ;;
         -h | --help) usage ;;
         *) die "unknown role '$role' (head or worker)" ;;
     esac
+
+    if [ "${RLRECIPES_IN_IMAGE:-0}" != 1 ] && ! command -v ray >/dev/null 2>&1; then
+        in_compose "$role" "$@"
+    fi
 
     local gpus store
     gpus=$(gpu_count)
@@ -91,8 +115,13 @@ main() {
     if [ -n "${RAYNODE_NODE_IP:-}" ]; then args+=("--node-ip-address=$RAYNODE_NODE_IP"); fi
     if [ "${RAYNODE_BLOCK:-1}" = 1 ]; then args+=(--block); fi
 
-    log "ray start ${args[*]} $*"
-    exec ray start "${args[@]}" "$@"
+    local -a extra=()
+    local more=${RAYNODE_EXTRA_ARGS:-}
+    # shellcheck disable=SC2206  # word splitting is the point: one string of ray start arguments
+    if [ -n "${more// /}" ]; then extra=($more); fi
+
+    log "ray start ${args[*]} ${extra[*]} $*"
+    exec ray start "${args[@]}" "${extra[@]}" "$@"
 }
 
 main "$@"

@@ -365,3 +365,89 @@ def test_slurm_script_starts_head_workers_then_checks_and_trains(tmp_path):
     # the overrides the script adds are ones the recipe engine takes, and they reach trainer.nnodes
     run = resolve(GRPO, profile="a100-80gb-2node", overrides=overrides.split())
     assert requirement_for(run) == Requirement(3, 4, 1)
+
+
+# ----------------------------------------------------------------- ray-node.sh argument handling
+FAKE_RECORDER = """#!/usr/bin/env bash
+{ printf '%s\\n' "$(basename "$0") $*"; env | grep -E '^(RAY_HEAD|RAY_PORT|RAYNODE_EXTRA_ARGS)=' | sort; } >> "$CALLS"
+"""
+
+
+@pytest.fixture
+def recorder_path(tmp_path):
+    """A PATH with stand-in `ray` or `docker` that record their arguments, and the basic tools only."""
+    def make(*names: str) -> dict:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        for tool in ("bash", "env", "grep", "sort", "basename", "dirname", "df", "awk", "tail", "tr", "sed"):
+            found = shutil.which(tool)
+            if found and not (bin_dir / tool).exists():
+                (bin_dir / tool).symlink_to(found)
+        for name in names:
+            (bin_dir / name).write_text(FAKE_RECORDER)
+            (bin_dir / name).chmod(0o755)
+        return {"PATH": str(bin_dir), "CALLS": str(tmp_path / "calls"), "HOME": str(tmp_path)}
+    return make
+
+
+def _node_sh(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "scripts" / "ray-node.sh"), *args], env=env, capture_output=True,
+                          text=True, timeout=30)
+
+
+@pytest.mark.parametrize(("args", "extra_env", "expect"), [
+    (["head"], {}, "ray start --head --port=6379 --include-dashboard=false --num-gpus=2 "
+                   "--object-store-memory=100000000 --disable-usage-stats --block"),
+    (["head", "--dashboard-port=1"], {"RAYNODE_PORT": "7000", "RAYNODE_NUM_CPUS": "16", "RAYNODE_BLOCK": "0",
+                                      "RAYNODE_EXTRA_ARGS": " --node-manager-port=6380  --min-worker-port=10002"},
+     "ray start --head --port=7000 --include-dashboard=false --num-gpus=2 --object-store-memory=100000000 "
+     "--disable-usage-stats --num-cpus=16 --node-manager-port=6380 --min-worker-port=10002 --dashboard-port=1"),
+    (["worker", "10.0.0.1:6379"], {"RAYNODE_NODE_IP": "10.0.0.2"},
+     "ray start --address=10.0.0.1:6379 --num-gpus=2 --object-store-memory=100000000 --disable-usage-stats "
+     "--node-ip-address=10.0.0.2 --block"),
+])
+def test_ray_node_builds_the_ray_start_command(recorder_path, args, extra_env, expect):
+    env = {**recorder_path("ray"), "RAYNODE_NUM_GPUS": "2", "RAYNODE_OBJECT_STORE_BYTES": "100000000", **extra_env}
+    proc = _node_sh(env, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(env["CALLS"]).read_text().splitlines()[0] == expect
+
+
+@pytest.mark.parametrize(("args", "extra_env", "message"), [
+    (["worker"], {"RAYNODE_NUM_GPUS": "1"}, "worker needs the head's address"),
+    (["worker", ""], {"RAYNODE_NUM_GPUS": "1"}, "make ray-worker HEAD=HOST:PORT"),
+    (["worker", "10.0.0.1"], {"RAYNODE_NUM_GPUS": "1"}, "is not HOST:PORT"),
+    (["leader"], {}, "unknown role 'leader'"),
+    (["head"], {}, "no nvidia-smi here: set RAYNODE_NUM_GPUS"),
+])
+def test_ray_node_rejects_bad_input(recorder_path, args, extra_env, message):
+    env = {**recorder_path("ray"), "RAYNODE_OBJECT_STORE_BYTES": "100000000", **extra_env}
+    proc = _node_sh(env, *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert not Path(env["CALLS"]).exists()
+
+
+def test_ray_node_sizes_the_object_store_from_dev_shm(recorder_path):
+    shm = shutil.disk_usage("/dev/shm").total
+    mem = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal:")).split()[1]) * 1024
+    env = {**recorder_path("ray"), "RAYNODE_NUM_GPUS": "0"}
+    proc = _node_sh(env, "head")
+    if shm < 512 * 1024 * 1024:
+        assert proc.returncode == 2 and "--shm-size" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    line = Path(env["CALLS"]).read_text().splitlines()[0]
+    store = int(line.split("--object-store-memory=")[1].split()[0])
+    assert store == max(min(shm // 2, mem * 3 // 10), 75 * 1024 * 1024)
+
+
+def test_ray_node_on_a_host_without_ray_uses_the_compose_service(recorder_path):
+    env = {**recorder_path("docker"), "RAYNODE_EXTRA_ARGS": "--node-manager-port=6380"}
+    proc = _node_sh(env, "worker", "10.0.0.1:6379", "--min-worker-port=10002")
+    assert proc.returncode == 0, proc.stderr
+    lines = Path(env["CALLS"]).read_text().splitlines()
+    assert lines[0] == (f"docker compose -f {REPO}/compose.yaml -f {REPO}/compose.multinode.yaml "
+                        f"--profile ray-worker up -d ray-worker")
+    assert sorted(lines[1:]) == ["RAYNODE_EXTRA_ARGS=--node-manager-port=6380 --min-worker-port=10002",
+                                 "RAY_HEAD=10.0.0.1:6379", "RAY_PORT=6379"]

@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -322,7 +323,11 @@ def test_hook_without_auto_train_only_keeps_the_pod_reachable(pod):
     tmp_path, env = pod
     proc = _hook(env, AUTO_TRAIN="0")
     assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 10  # /start.sh runs in the background: give it a moment to log
+    while not _calls(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _calls(tmp_path) == ["runpod /start.sh"]
+    assert "AUTO_TRAIN=0: not training" in proc.stderr
 
 
 @pytest.mark.parametrize(("extra", "message"), [
