@@ -137,7 +137,11 @@ def build_model(arch: Architecture, tokenizer, out_dir: Path, seed: int, dtype: 
         torch_dtype=dtype,
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    # Billions of parameters initialise in minutes on a CPU and in seconds on a GPU.
+    device = "cuda" if arch.layers * arch.hidden * arch.hidden > 1e9 and torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    model = model.to("cpu")
     model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=[eos, pad], pad_token_id=pad)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
@@ -169,7 +173,7 @@ def _replace_dir(tmp: Path, final: Path) -> None:
 
 
 def build_assets(out: Path, arch_name: str = "tiny", seed: int = 0, train_rows: int = 256, test_rows: int = 64,
-                 force: bool = False, log=print) -> dict:
+                 force: bool = False, log=print, dtype: str = "float32") -> dict:
     """Build (or reuse, when built before with the same settings) the model and data under `out`.
     Returns {"models_dir", "data_dir", "model_dir", "model", "data"} as strings."""
     if arch_name not in ARCHITECTURES:
@@ -199,7 +203,7 @@ def build_assets(out: Path, arch_name: str = "tiny", seed: int = 0, train_rows: 
     else:
         log(f"data   {ds_dir}  (up to date)")
 
-    model_manifest = _manifest("smoke-model", arch=arch_name, seed=seed, tokenizer_vocab=TOKENIZER_VOCAB,
+    model_manifest = _manifest("smoke-model", arch=arch_name, seed=seed, tokenizer_vocab=TOKENIZER_VOCAB, dtype=dtype,
                                shape=[arch.layers, arch.hidden, arch.intermediate, arch.heads, arch.kv_heads, arch.vocab])
     if force or _read_manifest(model_dir) != model_manifest:
         corpus = [r["question"] for r in rows] + [r["answer"] for r in rows]
@@ -208,7 +212,7 @@ def build_assets(out: Path, arch_name: str = "tiny", seed: int = 0, train_rows: 
         tokenizer = build_tokenizer(corpus, min(TOKENIZER_VOCAB, arch.vocab))
         tmp = models_dir / f".{model_dir.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        build_model(arch, tokenizer, tmp, seed)
+        build_model(arch, tokenizer, tmp, seed, dtype)
         atomic_write_text(tmp / MANIFEST, json.dumps(model_manifest, indent=2, sort_keys=True) + "\n")
         _replace_dir(tmp, model_dir)
         from rlrecipes.models import param_count
@@ -228,10 +232,13 @@ def smoke_assets_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the data, tokenizer corpus and weights")
     parser.add_argument("--train-rows", type=int, default=256)
     parser.add_argument("--test-rows", type=int, default=64)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="dtype of the saved weights (the Qwen2.5 hub checkpoints are bfloat16)")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
 
 
 def smoke_assets(args: argparse.Namespace) -> int:
-    result = build_assets(args.out, args.arch, args.seed, args.train_rows, args.test_rows, args.force)
+    result = build_assets(args.out, args.arch, args.seed, args.train_rows, args.test_rows, args.force,
+                          dtype=args.dtype)
     print(f"export MODELS_DIR={result['models_dir']} DATA_DIR={result['data_dir']}")
     return 0

@@ -39,6 +39,8 @@ KILL_AFTER_STEP = 2
 # verl 0.5.0's console logger: "step:3 - critic/score/mean:0.0 - ...", prefixed by Ray's
 # "(TaskRunner pid=123) " when the trainer runs inside a Ray actor.
 _STEP_LINE = re.compile(r"(?:^|[\s)])step:(\d+) - (.*)$")
+# pprint of numpy scalars under numpy >= 2: "np.float64(0.25)"
+_WRAPPED_NUMBER = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
 _RESUMED = re.compile(r"Setting global step to (\d+)")
 _LOADED = re.compile(r"Load from checkpoint folder: (\S+)")
 REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
@@ -59,8 +61,10 @@ def parse_steps(text: str) -> dict[int, dict[str, float]]:
             key, sep, value = part.rpartition(":")
             if not sep:
                 continue
+            value = value.strip()
+            wrapped = _WRAPPED_NUMBER.match(value)
             try:
-                metrics[key.strip()] = float(value)
+                metrics[key.strip()] = float(wrapped.group(1) if wrapped else value)
             except ValueError:
                 continue
         steps[int(match.group(1))] = metrics

@@ -32,7 +32,7 @@ from rlrecipes.smoke.run import launch, parse_steps  # noqa: E402
 STEP_KEYS = ("timing_s/step", "timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/values",
              "timing_s/update_critic", "timing_s/update_actor", "perf/throughput", "perf/time_per_step",
              "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "response_length/mean",
-             "prompt_length/mean", "critic/score/mean", "actor/pg_loss", "critic/vf_loss")
+             "prompt_length/mean", "critic/score/mean", "actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
 
 
 def main() -> int:
@@ -43,14 +43,16 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--cap-gib", type=float, required=True)
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--profile", default=None, help="profile to resolve the recipe with (default: the recipe's)")
+    parser.add_argument("--weights-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--timeout", type=float, default=540)
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. a smaller batch)")
     args = parser.parse_args()
 
     work = args.work.resolve()
-    shipped_batch = int(resolve(args.recipe).get("data.train_batch_size"))
+    batch = int(resolve(args.recipe, profile=args.profile, overrides=args.overrides).get("data.train_batch_size"))
     # enough rows for --steps full batches within the recipe's epochs
-    assets = build_assets(args.assets, args.arch, train_rows=max(256, args.steps * shipped_batch))
+    assets = build_assets(args.assets, args.arch, train_rows=max(256, args.steps * batch), dtype=args.weights_dtype)
     model = assets["model_dir"]
     data = Path(assets["data"])
     env = dict(os.environ)
@@ -60,14 +62,14 @@ def main() -> int:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "scripts" / "gpu" / "site"), str(REPO),
                                                       env.get("PYTHONPATH")]))
     Path(env["RLRECIPES_PHASE_LOG"]).unlink(missing_ok=True)
-    shipped = resolve(args.recipe, env=env)
+    shipped = resolve(args.recipe, profile=args.profile, env=env)
     swaps = [f"actor_rollout_ref.model.path={model}", f"data.train_files={data / 'train.parquet'}",
              f"data.val_files={data / 'test.parquet'}", f"trainer.total_training_steps={args.steps}",
              "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.val_before_train=false",
              "trainer.resume_mode=disable"]
     if shipped.use_critic:
         swaps.append(f"critic.model.path={model}")
-    run = resolve(args.recipe, overrides=swaps + args.overrides, env=env)
+    run = resolve(args.recipe, profile=args.profile, overrides=swaps + args.overrides, env=env)
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *run.hydra_overrides()]
     result = launch(cmd, env, run.log_dir / "console-fit.log", None, args.timeout, echo=None)
     steps = parse_steps(result.text)
@@ -88,7 +90,9 @@ def main() -> int:
                                           "actor_rollout_ref.model.enable_gradient_checkpointing",
                                           "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
                                           "actor_rollout_ref.ref.fsdp_config.param_offload",
-                                          "actor_rollout_ref.model.lora_rank")},
+                                          "actor_rollout_ref.model.lora_rank",
+                                          "+actor_rollout_ref.model.override_config._attn_implementation",
+                                          "+actor_rollout_ref.actor.fsdp_config.mixed_precision")},
         "per_step": {s: {k: m[k] for k in STEP_KEYS if k in m} for s, m in sorted(steps.items())},
         "mean_after_step_1": {k: round(statistics.mean(m[k] for m in later), 3)
                               for k in STEP_KEYS if later and all(k in m for m in later)},
@@ -107,6 +111,8 @@ def main() -> int:
         summary["planner_estimate"] = estimate_memory(shipped).as_dict()
     except Exception as exc:  # the planner is another stage's module; its absence must not lose the run
         summary["planner_estimate"] = f"unavailable: {exc!r}"
+    summary["profile"] = run.profile.name
+    summary["overrides"] = args.overrides
     out = work / f"fit-{args.recipe}.json"
     out.write_text(json.dumps(summary, indent=2, default=str) + "\n")
 
