@@ -138,7 +138,9 @@ def build_model(arch: Architecture, tokenizer, out_dir: Path, seed: int, dtype: 
     )
     torch.manual_seed(seed)
     # Billions of parameters initialise in minutes on a CPU and in seconds on a GPU.
-    device = "cuda" if arch.layers * arch.hidden * arch.hidden > 1e9 and torch.cuda.is_available() else "cpu"
+    from rlrecipes.models import param_count
+
+    device = "cuda" if param_count(arch) > 1e9 and torch.cuda.is_available() else "cpu"
     with torch.device(device):
         model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
     model = model.to("cpu")
