@@ -570,3 +570,28 @@ def test_preflight_does_not_import_torch(tmp_path):
                CKPT_DIR=str(tmp_path / "c"), LOG_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert "HEAVY []" in proc.stderr, proc.stderr[-2000:]
+
+
+# ------------------------------------------------------------------------------------ rlrecipes env
+@pytest.mark.parametrize("version,expected", [
+    ("2.6.0+cu118", "11.8"), ("2.8.0+cu128", "12.8"), ("2.13.0+cpu", None), ("2.6.0", None), (None, None),
+])
+def test_torch_cuda_from_wheel_version(version, expected):
+    from rlrecipes.preflight.envinfo import torch_cuda
+
+    assert torch_cuda(version) == expected
+
+
+def test_env_block_with_inventory(capsys):
+    from importlib import metadata
+
+    code = main(["env", "--json", "--gpu-inventory", str(INV / "a100-80gb-x4.json")])
+    info = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert info["driver"] == "570.124.06" and info["driver max CUDA"] == "12.8"
+    assert info["gpus"][3] == "3: NVIDIA A100-SXM4-80GB, 81920 MiB, sm_80"
+    assert info["packages"]["transformers"] == metadata.version("transformers")
+    assert info["packages"]["verl"] is None  # not in the dev env: reported, not guessed
+    main(["env", "--gpu-inventory", str(INV / "p40x1.json")])
+    text = capsys.readouterr().out
+    assert "- driver: 535.183.01" in text and "0: Tesla P40, 24576 MiB, sm_61" in text and "not installed: " in text
