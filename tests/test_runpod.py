@@ -219,7 +219,8 @@ FAKE_RLRECIPES = textwrap.dedent("""\
             mkdir -p "$out"; echo '{}' > "$out/eval-summary.json" ;;
       report) out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
               mkdir -p "$out"; echo report > "$out/report.md" ;;
-      preflight|resume-check) ;;
+      preflight) [ -z "${FAIL_PREFLIGHT:-}" ] || exit 4 ;;
+      resume-check) ;;
       *) echo "unexpected command: $*" >&2; exit 9 ;;
     esac
 """)
@@ -317,6 +318,16 @@ def test_hook_resumes_an_unfinished_run(pod):
     assert [c.split()[1] for c in calls if c.startswith("rlrecipes")][:3] == ["preflight", "resume-check", "merge"]
     assert any(c.startswith("train") for c in calls)
     assert (ws / "reports" / "qwen2.5-3b-gsm8k-grpo-lora" / "report.md").exists()
+
+
+def test_hook_stops_when_preflight_fails(pod):
+    tmp_path, env = pod
+    proc = _hook(env, FAIL_PREFLIGHT="1")
+    assert proc.returncode == 4, proc.stderr
+    assert "train failed with exit code 4" in proc.stderr
+    calls = [c for c in _calls(tmp_path) if not c.startswith("runpod")]
+    assert calls[-1].startswith("rlrecipes preflight") and not any(c.startswith("train") for c in calls)
+    assert not (Path(env["WORKSPACE"]) / "logs" / "qwen2.5-3b-gsm8k-grpo-lora" / "train.done").exists()
 
 
 def test_hook_without_auto_train_only_keeps_the_pod_reachable(pod):
