@@ -35,22 +35,22 @@ ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:${PATH} \
     CKPT_DIR=/workspace/checkpoints
 
 # A plain COPY, not a bind mount: the wheel is ~100 kB and this also builds without BuildKit.
 COPY --from=wheel /wheels /tmp/wheels
-RUN python3 -m venv /opt/venv \
-    && pip install --no-deps /tmp/wheels/rlrecipes-*.whl \
+# The venv gets no pip of its own: the base's pip installs into it (--python), so nothing but the package lands.
+RUN python3 -m venv --without-pip /opt/venv \
+    && python3 -m pip --python /opt/venv/bin/python install --no-deps --no-compile /tmp/wheels/rlrecipes-*.whl \
     && rm -rf /tmp/wheels \
-    && pip uninstall -y pip \
-    && rlrecipes --version \
+    && /opt/venv/bin/rlrecipes --version \
     && groupadd --system --gid "${WATCHDOG_GID}" watchdog \
     && useradd --system --uid "${WATCHDOG_UID}" --gid "${WATCHDOG_GID}" --no-create-home --home-dir /nonexistent \
          --shell /usr/sbin/nologin watchdog \
     && mkdir -p /workspace/checkpoints \
     && chown "${WATCHDOG_UID}:${WATCHDOG_GID}" /workspace/checkpoints
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:${PATH}
 
 USER ${WATCHDOG_UID}:${WATCHDOG_GID}
 WORKDIR /workspace

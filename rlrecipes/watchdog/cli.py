@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError
+from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
 from rlrecipes.watchdog.actions import HOG_KINDS
 from rlrecipes.watchdog.policy import Retention, human, parse_size
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
@@ -112,6 +112,7 @@ def watchdog(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level)
     cfg = config_from_args(args)
     dog = Watchdog(cfg)
+    _check_writable(dog.status_path.parent, cfg.dry_run)
     budget = (f"quota {human(cfg.quota_bytes)}" if cfg.quota_bytes is not None
               else f"min free {human(cfg.min_free_bytes)}" if cfg.min_free_bytes is not None else "no budget")
     log.info("watching %s: keep last %d%s, %s, grace %.0fs, status %s%s", dog.root, cfg.retention.keep_last,
@@ -132,6 +133,19 @@ def watchdog(args: argparse.Namespace) -> int:
     dog.loop(stop)
     log.info("stopped")
     return EXIT_OK
+
+
+def _check_writable(status_dir: Path, dry_run: bool) -> None:
+    """Fail at start, not on every pass, when the watchdog cannot write where it must."""
+    try:
+        status_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StageFailed(f"cannot create the status directory: {exc.strerror}", where=str(status_dir),
+                          hint=f"the watchdog runs as UID {os.getuid()}: make the checkpoint volume writable for "
+                               "it (docs/watchdog.md, 'Permissions') or pass --status FILE elsewhere") from None
+    if not os.access(status_dir, os.W_OK):
+        raise StageFailed("status directory is not writable", where=str(status_dir),
+                          hint=f"the watchdog runs as UID {os.getuid()}: see docs/watchdog.md, 'Permissions'")
 
 
 def _summary(status: dict) -> dict:

@@ -199,6 +199,9 @@ class Watchdog:
         while not stop.is_set():
             try:
                 self.run_once()
+            except OSError as exc:  # e.g. the volume went away: keep trying, the stale status turns health red
+                self.counters["errors"] += 1
+                log.error("watchdog pass failed: %s", exc)
             except Exception as exc:  # keep watching: one bad pass must not take the sidecar down
                 self.counters["errors"] += 1
                 log.exception("watchdog pass failed: %s", exc)
