@@ -8,7 +8,8 @@
 # (verl's main_ppo calls ray.init(), which joins the cluster named by RAY_ADDRESS).
 #
 # Settings (environment; RAYNODE_ rather than RAY_ because Ray itself reads many RAY_* variables):
-#   RAYNODE_NUM_GPUS            GPUs this node offers (default: the count `nvidia-smi -L` lists)
+#   RAYNODE_NUM_GPUS            GPUs this node offers (default: the entries of CUDA_VISIBLE_DEVICES when it is
+#                               set, else the count `nvidia-smi -L` lists)
 #   RAYNODE_NUM_CPUS            CPUs this node offers (default: Ray counts them; on Slurm use the allocation)
 #   RAYNODE_OBJECT_STORE_BYTES  object store size (default: half of /dev/shm, at most 30% of RAM as Ray's own
 #                               default; Ray falls back to a slow /tmp store when /dev/shm is too small)
@@ -42,6 +43,13 @@ MIN_STORE_BYTES=$((75 * 1024 * 1024))
 gpu_count() {
     if [ -n "${RAYNODE_NUM_GPUS:-}" ]; then
         printf '%s\n' "$RAYNODE_NUM_GPUS"
+    elif [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+        # nvidia-smi lists every GPU of the host; CUDA_VISIBLE_DEVICES (Slurm, a shared host) is what
+        # this node may use, and what Ray's workers will see.
+        case "$CUDA_VISIBLE_DEVICES" in
+            "" | NoDevFiles | -1) printf '0\n' ;;
+            *) printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . ;;
+        esac
     elif command -v nvidia-smi >/dev/null 2>&1; then
         local listed
         listed=$(nvidia-smi -L) || die "nvidia-smi -L failed; is the GPU visible in this container (--gpus all)?"

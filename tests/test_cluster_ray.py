@@ -428,6 +428,31 @@ def test_ray_node_rejects_bad_input(recorder_path, args, extra_env, message):
     assert not Path(env["CALLS"]).exists()
 
 
+FAKE_NVIDIA_SMI = """#!/usr/bin/env bash
+[ "$1" = -L ] || exit 9
+for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H200 (UUID: GPU-$i)"; done
+"""
+
+
+@pytest.mark.parametrize(("visible", "expect"), [
+    (None, 8),          # nvidia-smi -L
+    ("0,1,2", 3),
+    ("GPU-3", 1),
+    ("", 0),
+    ("NoDevFiles", 0),
+])
+def test_ray_node_counts_gpus(recorder_path, tmp_path, visible, expect):
+    env = {**recorder_path("ray"), "RAYNODE_OBJECT_STORE_BYTES": "100000000"}
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text(FAKE_NVIDIA_SMI)
+    smi.chmod(0o755)
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    proc = _node_sh(env, "head")
+    assert proc.returncode == 0, proc.stderr
+    assert f" --num-gpus={expect} " in Path(env["CALLS"]).read_text().splitlines()[0]
+
+
 def test_ray_node_sizes_the_object_store_from_dev_shm(recorder_path):
     shm = shutil.disk_usage("/dev/shm").total
     mem = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal:")).split()[1]) * 1024
