@@ -79,6 +79,9 @@ class Watchdog:
                 findings.append(Finding(str(link.parent), "info", "symlink-ignored",
                                         f"{link.name} -> {target} points outside the root: not followed"))
         done = [] if cfg.dry_run else self._act(decided, findings)
+        for f in findings:
+            if f.severity == "error":
+                log.error("%s%s", f"{f.experiment}: " if f.experiment else "", f.message)
         hogs = self._hogs()
         status = self._status(scan, decided, findings, done, usage, hogs, now, time.perf_counter() - started)
         self.last_status = status
@@ -127,9 +130,6 @@ class Watchdog:
             done.append({"path": str(d.path), "step": d.step, "bytes": fresh.bytes, "reason": d.reason})
             level = logging.INFO if d.reason == "keep-last" else logging.WARNING
             log.log(level, "deleted %s (%s, %s)", d.path, d.reason, human(fresh.bytes))
-        for f in findings:
-            if f.severity == "error":
-                log.error("%s%s", f"{f.experiment}: " if f.experiment else "", f.message)
         return done
 
     def _hogs(self) -> list[dict]:
