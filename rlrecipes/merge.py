@@ -80,7 +80,7 @@ def actor_complete(actor_dir: Path) -> tuple[bool, str]:
 
 def locate_checkpoint(path: str | Path, step: str = "latest") -> CheckpointRef:
     """The actor checkpoint to merge: RUN_DIR + step ('latest' = the tracker), a global_step_N dir, or its actor."""
-    path = Path(path)
+    path = Path(path).resolve()
     if not path.is_dir():
         raise RecipeError("checkpoint directory not found", where=str(path))
     if _SHARD.match(next((p.name for p in path.glob("model_world_size_*_rank_*.pt")), "")):

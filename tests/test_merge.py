@@ -58,7 +58,13 @@ if kind == "lora":  # what training does: B leaves zero
         for name, param in model.named_parameters():
             if "lora_B" in name:
                 param.normal_(0, 0.05)
-fsdp = FSDP(model, use_orig_params=True, device_id=torch.device("cpu"))
+if sys.argv[6] == "2":  # FSDP2 (fully_shard), as verl's engine uses with actor strategy fsdp2
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model, mesh=init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",)))
+    fsdp = model
+else:
+    fsdp = FSDP(model, use_orig_params=True, device_id=torch.device("cpu"))
 optimizer = torch.optim.AdamW([p for p in fsdp.parameters() if p.requires_grad], lr=1e-3)
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
@@ -79,18 +85,18 @@ if version == "0.5.0" and kind != "full":  # ActorRolloutRefWorker.save_checkpoi
     save_file(layered_summon_lora_params(fsdp), str(actor / "lora_adapter" / "adapter_model.safetensors"))
     (actor / "lora_adapter" / "adapter_config.json").write_text(json.dumps(peft_config, indent=4))
 (run_dir / "latest_checkpointed_iteration.txt").write_text("2")
-torch.save({k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k or kind == "full"},
-           root / "lora_truth.pt")
+torch.save({k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()
+            for k, v in model.state_dict().items() if "lora_" in k or kind == "full"}, root / "lora_truth.pt")
 dist.destroy_process_group()
 '''
 
 
-def build_checkpoint(run_in_verl, tmp_path: Path, version: str, kind: str = "lora") -> Path:
+def build_checkpoint(run_in_verl, tmp_path: Path, version: str, kind: str = "lora", fsdp: int = 1) -> Path:
     script = tmp_path / "build_checkpoint.py"
     script.write_text(BUILD_CHECKPOINT)
     port = str(29500 + (hash((str(tmp_path), version)) % 400))
     code = (f"import runpy, sys; sys.argv = ['x', {str(tmp_path)!r}, {version!r}, {kind!r}, "
-            f"{str(TESTS)!r}, {port!r}]; runpy.run_path({str(script)!r}, run_name='__main__')")
+            f"{str(TESTS)!r}, {port!r}, '{fsdp}']; runpy.run_path({str(script)!r}, run_name='__main__')")
     proc = run_in_verl(version, code, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return tmp_path / "ckpt" / "tiny-lora"
@@ -102,13 +108,14 @@ def run_merge(run_in_verl, version: str, argv: list[str]):
 
 
 @pytest.mark.verl
-@pytest.mark.parametrize("version", ["0.5.0", "0.8.0"])
-def test_merge_fuses_lora_from_verl_checkpoint(run_in_verl, tmp_path, version):
+@pytest.mark.parametrize("version, fsdp", [("0.5.0", 1), ("0.8.0", 1), ("0.8.0", 2)])
+def test_merge_fuses_lora_from_verl_checkpoint(run_in_verl, tmp_path, version, fsdp):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    run_dir = build_checkpoint(run_in_verl, tmp_path, version)
+    run_dir = build_checkpoint(run_in_verl, tmp_path, version, fsdp=fsdp)
     actor = run_dir / "global_step_2" / "actor"
+    assert json.loads((actor / "fsdp_config.json").read_text())["FSDP_version"] == fsdp
     if version == "0.5.0":  # the fact this stage exists for: verl 0.5.0's own adapter file is empty
         assert (actor / "lora_adapter" / "adapter_model.safetensors").stat().st_size == 16
     else:
