@@ -266,7 +266,7 @@ def score_responses(responses: list[str], truths: list[str], data_sources: list[
 
 
 def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None, max_new_tokens: int = 512,
-              batch_size: int = 8, device: str = "auto", out_file: Path | None = None) -> dict:
+              batch_size: int = 8, device: str = "auto", dtype: str = "auto", out_file: Path | None = None) -> dict:
     """Greedy generations on verl's GSM8K parquet (its chat prompts), scored with the training reward."""
     import pandas as pd
     import torch
@@ -290,7 +290,8 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype="auto").to(device).eval()
+    torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch_dtype).to(device).eval()
 
     def render(messages) -> str:
         messages = [dict(m) for m in messages]
@@ -330,7 +331,9 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["auto", "vllm", "hf"], default="auto",
                         help="lm-eval model backend: vllm (A100 image), hf (P40 image); auto picks vllm if installed")
     parser.add_argument("--out", help="output directory (default: MODEL/eval)")
-    parser.add_argument("--dtype", default="auto", help="model dtype for lm-eval (auto|bfloat16|float32)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32", "float16"],
+                        help="dtype for both models (bfloat16|float32|float16); auto: the dtype `rlrecipes merge` "
+                             "saved MODEL in (the recipe's: float32 on P40s), else each model's config")
     parser.add_argument("--limit", type=int, help="evaluate only the first N problems per task (quick look)")
     parser.add_argument("--batch-size", default="auto", help="lm-eval batch size (default: %(default)s)")
     parser.add_argument("--apply-chat-template", action="store_true",
@@ -348,6 +351,16 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-lm-eval", action="store_true", help="run only the fast eval")
     parser.add_argument("--from-results", action="store_true",
                         help="MODEL and --baseline are lm-eval output dirs/results files: only print the table")
+
+
+def dtype_from_merge_info(model: Path) -> str | None:
+    """The dtype `rlrecipes merge` saved the model in (the recipe's), used for both models so that a P40
+    (no bf16) evaluates in float32 and the baseline runs in the same precision as the trained model."""
+    try:
+        dtype = json.loads((model / "merge-info.json").read_text()).get("dtype")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return dtype if dtype in ("bfloat16", "float32", "float16") else None
 
 
 def baseline_from_merge_info(model: Path) -> str | None:
@@ -392,9 +405,12 @@ def evaluate(args: argparse.Namespace) -> int:
     elif args.baseline is None and not args.from_results:
         args.baseline = baseline_from_merge_info(Path(args.model))
     out = Path(args.out) if args.out else Path(args.model) / "eval"
+    dtype = args.dtype
+    if dtype == "auto" and not args.from_results:
+        dtype = dtype_from_merge_info(Path(args.model)) or "auto"
     started = time.monotonic()
-    summary: dict = {"tasks": list(tasks), "model": args.model, "baseline": args.baseline, "rows": [],
-                     "fast_eval": {}}
+    summary: dict = {"tasks": list(tasks), "model": args.model, "baseline": args.baseline, "dtype": dtype,
+                     "rows": [], "fast_eval": {}}
     trained = baseline = None
     if args.from_results:
         trained = load_results(args.model)
@@ -408,7 +424,7 @@ def evaluate(args: argparse.Namespace) -> int:
         runs = [("trained", args.model)] + ([("baseline", args.baseline)] if args.baseline else [])
         for label, model in runs:
             target = out / "lm_eval" / label
-            cmd = lm_eval_command(model, tasks, backend, target, dtype=args.dtype, limit=args.limit,
+            cmd = lm_eval_command(model, tasks, backend, target, dtype=dtype, limit=args.limit,
                                   batch_size=args.batch_size, apply_chat_template=args.apply_chat_template,
                                   tensor_parallel_size=args.tensor_parallel_size,
                                   include_path=args.include_path, device=args.device, gen_kwargs=args.gen_kwargs)
@@ -424,7 +440,7 @@ def evaluate(args: argparse.Namespace) -> int:
         runs = [("trained", args.model)] + ([("baseline", args.baseline)] if args.baseline else [])
         for label, model in runs:
             summary["fast_eval"][label] = fast_eval(
-                model, args.fast_data, limit=args.fast_limit, max_new_tokens=args.max_new_tokens,
+                model, args.fast_data, limit=args.fast_limit, max_new_tokens=args.max_new_tokens, dtype=dtype,
                 out_file=out / "fast_eval" / f"{label}.jsonl")
     summary["seconds"] = round(time.monotonic() - started, 1)
     if not args.from_results:

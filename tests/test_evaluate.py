@@ -225,3 +225,19 @@ def test_baseline_from_merge_info(tmp_path, info, base_exists, expected):
     elif isinstance(info, str):
         (model / "merge-info.json").write_text(info)
     assert baseline_from_merge_info(model) == (str(base) if expected == "BASE" else expected)
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('{"dtype": "float32"}', "float32"),
+    ('{"dtype": "bfloat16"}', "bfloat16"),
+    ('{"dtype": "fp32"}', None),
+    ('{}', None),
+    ("[1]", None),
+    (None, None),
+])
+def test_dtype_from_merge_info(tmp_path, content, expected):
+    from rlrecipes.evaluate import dtype_from_merge_info
+
+    if content is not None:
+        (tmp_path / "merge-info.json").write_text(content)
+    assert dtype_from_merge_info(tmp_path) == expected

@@ -119,7 +119,8 @@ CONSOLE_CASES = [
     ("\x1b[36m(TaskRunner pid=22006)\x1b[0m step:1 - critic/score/mean:0.25 - actor/grad_norm:1.5 - "
      "timing_s/step:3.2 - response_length/clip_ratio:0",
      (1, {"critic/score/mean": 0.25, "actor/grad_norm": 1.5, "timing_s/step": 3.2, "response_length/clip_ratio": 0.0})),
-    ("step:12 - critic/score/mean:np.float64(0.5) - actor/ppo_kl:np.float32(-1e-05) - perf/total_num_tokens:np.int64(4096)",
+    ("step:12 - critic/score/mean:np.float64(0.5) - actor/ppo_kl:np.float32(-1e-05) - "
+     "perf/total_num_tokens:np.int64(4096)",
      (12, {"critic/score/mean": 0.5, "actor/ppo_kl": -1e-05, "perf/total_num_tokens": 4096.0})),
     ("step:0 - val-core/openai/gsm8k/reward/mean@1:0.375", (0, {"val-core/openai/gsm8k/reward/mean@1": 0.375})),
     ("(TaskRunner pid=9) step:3 - actor/grad_norm:nan - x:True [repeated 2x across cluster]",

@@ -137,7 +137,8 @@ def render_html(report: dict, plot_dir: Path) -> str:
         if name == "overview":
             continue
         data = base64.b64encode((plot_dir / filename).read_bytes()).decode("ascii")
-        parts += [f"<h3>{esc(titles.get(name, name))}</h3>", f"<img alt='{esc(name)}' src='data:image/png;base64,{data}'>"]
+        parts += [f"<h3>{esc(titles.get(name, name))}</h3>",
+                  f"<img alt='{esc(name)}' src='data:image/png;base64,{data}'>"]
     if report["missing_panels"]:
         parts.append(f"<p>Not logged in this run: {esc(', '.join(report['missing_panels']))}.</p>")
     if report["warnings"]:
