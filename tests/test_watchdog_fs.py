@@ -643,3 +643,32 @@ def test_dry_run_changes_nothing_and_reports_the_plan(disk, capsys):
     assert cli_main(["watchdog", "--root", str(root), "--once", "--keep-last", "1"]) == 0
     assert steps_left(exp) == ["global_step_3"]
     assert tracker(exp) == "3"
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("version", ["0.5.0", "0.8.0"])
+def test_a_checkpoint_saved_by_verls_own_checkpoint_manager_is_complete(run_in_verl, tmp_path, version):
+    # The completeness rules against the real writer: test_merge's tiny LoRA actor saved by verl's
+    # FSDPCheckpointManager (CPU, gloo), plus data.pt written with torch.save as _save_checkpoint does.
+    from test_merge import build_checkpoint
+
+    run_dir = build_checkpoint(run_in_verl, tmp_path, version, kind="lora")
+    step_dir = run_dir / "global_step_2"
+    saved = run_in_verl(version, f"import torch; torch.save({{'sampler': {{'epoch': 0}}}}, {str(step_dir / 'data.pt')!r})")
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    age(run_dir)
+    status = run_once(run_dir.parent, keep_last=1)
+    step = status["experiments"][0]["steps"][0]
+    assert (step["step"], step["state"], step["problem"]) == (2, "complete", "")
+    assert status["experiments"][0]["resume_step"] == 2
+    # A torch.save killed halfway leaves a file without its zip directory: not resumable.
+    shard = step_dir / "actor" / "model_world_size_1_rank_0.pt"
+    os.truncate(shard, shard.stat().st_size // 2)
+    age(run_dir)
+    findings = resume_check(run_dir.parent, repair=False)
+    assert [(f.severity, f.code) for f in findings] == [("error", "no-complete-checkpoint")]
+    status = run_once(run_dir.parent, keep_last=1)
+    step = status["experiments"][0]["steps"][0]
+    assert (step["state"], step["deleted"]) == ("damaged", False)  # kept for salvage, and loud
+    assert "model_world_size_1_rank_0.pt is truncated" in step["problem"]
+    assert status["healthy"] is False

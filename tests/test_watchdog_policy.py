@@ -51,6 +51,10 @@ OK = lambda n, age=3600: Tracker("ok", n, str(n), NOW - age)  # noqa: E731
      {4: "complete", 8: "interrupted"}, 4, ("8", 4)),
     ("tracker names a step being written", exp(OK(8), step(4), step(8, complete=False, age=1)),
      {4: "complete", 8: "writing"}, 8, None),
+    ("tracker names a damaged step, nothing whole", exp(OK(8), step(7, complete=False), step(8, complete=False),
+                                                         step(9, complete=False)),
+     {7: "damaged", 8: "damaged", 9: "interrupted"}, None, None),
+    ("first save crashed, no tracker", exp(Tracker("missing"), step(1, complete=False)), {1: "interrupted"}, None, None),
     ("broken tracker, newest whole dir still being written",
      exp(Tracker("missing"), step(4), step(8, age=1)), {4: "complete", 8: "writing"}, 4, ("missing", 4)),
 ])
@@ -97,6 +101,13 @@ def test_retention_never_deletes_what_is_being_written_or_the_newest_complete():
     p = plan([e], NOW, Retention(1, None, GRACE), room_bytes=-10_000)
     assert _deleted(p) == {}
     assert not p.healthy
+
+
+def test_damaged_steps_are_kept_for_salvage():
+    e = exp(OK(8), step(7, complete=False), step(8, complete=False), step(9, complete=False))
+    p = plan([e], NOW, Retention(1, None, GRACE), room_bytes=-1000)
+    assert _deleted(p) == {9: "interrupted"}
+    assert [f.code for f in p.findings] == ["no-complete-checkpoint", "budget-exceeded"]
 
 
 def test_a_finished_save_below_the_tracker_is_not_protected_by_its_age():

@@ -16,6 +16,8 @@ COMPLETE = "complete"  # whole, at or below the tracker: resumable
 WRITING = "writing"  # written to within the grace period: never touched
 INTERRUPTED = "interrupted"  # above the tracker and quiet: a save that died
 INCOMPLETE = "incomplete"  # at or below the tracker but not whole (e.g. verl pruned only actor/)
+DAMAGED = "damaged"  # the step the tracker names, not whole, and nothing whole to fall back to: kept
+STATES = (COMPLETE, WRITING, INTERRUPTED, INCOMPLETE, DAMAGED)
 
 SEVERITIES = ("info", "warn", "error")
 
@@ -128,13 +130,17 @@ def classify(exp: Experiment, now: float, grace_s: float) -> tuple[dict[int, str
     # No trustworthy tracker: a whole, quiet step dir is resumable no matter its number.
     candidates = [s.step for s in exp.steps if s.complete and s.step not in recent]
     target = max(candidates) if candidates else None
+    named = tracker.step if tracker.status == "ok" else None
     for s in exp.steps:
         if s.step in recent:
             states[s.step] = WRITING
         elif s.complete:
             states[s.step] = COMPLETE
-        elif target is not None and s.step < target:
-            states[s.step] = INCOMPLETE
+        elif target is not None:
+            states[s.step] = INCOMPLETE if s.step < target else INTERRUPTED
+        elif named is not None and s.step <= named:
+            # Nothing whole to resume from: keep what the tracker names (and below) for salvage.
+            states[s.step] = DAMAGED
         else:
             states[s.step] = INTERRUPTED
     if tracker.status in ("empty", "unparsable") and tracker_recent:
@@ -187,7 +193,7 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
         for s in exp.steps:
             exp_of[s.path] = exp.path
             state = states[s.step]
-            if state == WRITING or s is newest:
+            if state in (WRITING, DAMAGED) or s is newest:
                 protected.add(s.path)
                 continue
             if state in (INTERRUPTED, INCOMPLETE):

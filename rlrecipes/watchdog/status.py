@@ -82,7 +82,7 @@ def render_metrics(status: dict) -> str:
         counts: dict[str, int] = {}
         for step in exp.get("steps", []):
             counts[step["state"]] = counts.get(step["state"], 0) + 1
-        for state in ("complete", "writing", "interrupted", "incomplete"):
+        for state in ("complete", "writing", "interrupted", "incomplete", "damaged"):
             samples.append(({"experiment": exp["name"], "state": state}, counts.get(state, 0)))
         bytes_samples.append(({"experiment": exp["name"]}, sum(s["bytes"] for s in exp.get("steps", []))))
         if exp.get("newest_complete") is not None:
