@@ -104,8 +104,29 @@ class DockerEnv:
         return proc
 
 
+_SHARED: dict[str, object] = {"env": None, "users": 0}
+
+
 @pytest.fixture(scope="session")
 def docker_env():
+    # Each test module imports this fixture, which gives one session fixture per module: share one daemon
+    # between them and stop it when the last one is torn down.
+    if _SHARED["env"] is None:
+        _SHARED["env"] = _start()
+    _SHARED["users"] += 1
+    try:
+        yield _SHARED["env"]
+    finally:
+        _SHARED["users"] -= 1
+        if _SHARED["users"] == 0:
+            env = _SHARED["env"]
+            _SHARED["env"] = None
+            subprocess.run(["bash", str(REPO / "scripts/ci/dockerd-stop.sh"), str(CACHE / "docker")],
+                           capture_output=True, timeout=120)
+            print("\ndocker timings: " + ", ".join(f"{k}: {v:.0f}s" for k, v in env.timings.items()))
+
+
+def _start() -> DockerEnv:
     if shutil.which("dockerd") is None:
         skip_or_fail("dockerd not found (scripts/ci/install-system-deps.sh installs docker.io)")
     if os.geteuid() != 0:
@@ -136,9 +157,8 @@ def docker_env():
     env.timings["dockerd start"] = time.monotonic() - start
     try:
         env.script("bash", "scripts/ci/standin-bases.sh", str(CACHE / "standin"), timeout=900)
-        yield env
-    finally:
+    except BaseException:
         subprocess.run(["bash", str(REPO / "scripts/ci/dockerd-stop.sh"), str(state)], capture_output=True,
                        timeout=120)
-        if env.timings:
-            print("\ndocker timings: " + ", ".join(f"{k}: {v:.0f}s" for k, v in env.timings.items()))
+        raise
+    return env
