@@ -168,8 +168,9 @@ def test_restart_prunes_what_verls_in_memory_list_forgot(disk):
 
 # -- interrupted saves and ENOSPC -----------------------------------------------------------------------
 
-def test_disk_full_mid_save_leaves_a_partial_dir_that_is_removed(disk):
-    root = disk("tmpfs", 4 * MIB)
+@pytest.mark.parametrize(("kind", "size"), [("tmpfs", 4 * MIB), ("ext4", 8 * MIB)])
+def test_disk_full_mid_save_leaves_a_partial_dir_that_is_removed(disk, kind, size):
+    root = disk(kind, size)
     exp = root / "run"
     failed = save_until_full(exp, 1, world_size=2, shard_bytes=256 * KIB)
     assert failed >= 2  # at least one whole checkpoint fitted

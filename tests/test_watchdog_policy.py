@@ -282,3 +282,31 @@ def test_metrics_text_format():
     for line in lines:
         if not line.startswith("#"):
             assert line.split("{")[0].split(" ")[0] in families
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--quota", "12X"], "--quota: not a size: '12X'"),
+    (["--min-free=-1G"], "--min-free: not a size"),
+    (["--keep-last", "0"], "--keep-last: must be at least 1"),
+    (["--keep-every", "0"], "--keep-every: must be a positive step count"),
+    (["--interval", "0"], "--interval: must be positive"),
+    (["--grace", "-1"], "--grace: must be >= 0"),
+    (["--watch", "ray"], "--watch: expected NAME=PATH, got 'ray'"),
+])
+def test_watchdog_cli_rejects_bad_input(tmp_path, capsys, argv, message):
+    from rlrecipes.cli import main
+
+    assert main(["watchdog", "--root", str(tmp_path), "--once", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / ".watchdog").exists()
+
+
+def test_watchdog_cli_rejects_a_missing_root_and_two_budgets(tmp_path, capsys):
+    from rlrecipes.cli import main
+
+    assert main(["watchdog", "--root", str(tmp_path / "nope"), "--once"]) == 2
+    assert "checkpoint root does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["watchdog", "--root", str(tmp_path), "--quota", "1G", "--min-free", "1G"])
+    assert exc.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err

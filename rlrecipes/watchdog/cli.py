@@ -119,7 +119,11 @@ def watchdog(args: argparse.Namespace) -> int:
              f" and every {cfg.retention.keep_every}th step" if cfg.retention.keep_every else "", budget,
              cfg.retention.grace_s, dog.status_path, " (dry run)" if cfg.dry_run else "")
     if args.metrics_port is not None:
-        port = dog.serve_metrics("127.0.0.1", args.metrics_port)
+        try:
+            port = dog.serve_metrics("127.0.0.1", args.metrics_port)
+        except OSError as exc:
+            raise RecipeError(f"cannot listen on 127.0.0.1:{args.metrics_port}: {exc.strerror}",
+                              where="--metrics-port", hint="pick a free port, or 0 for any") from None
         log.info("metrics on http://127.0.0.1:%d/metrics", port)
     if args.once:
         status = dog.run_once()
