@@ -439,8 +439,28 @@ def test_parse_nvidia_smi(text, with_cc, expected, driver):
 
 
 def test_parse_nvidia_smi_rejects_garbage():
-    with pytest.raises(ValueError, match="expected 5"):
+    with pytest.raises(ValueError, match="expected 5 or 6"):
         parse_smi_csv("No devices were found\n")
+
+
+@pytest.mark.parametrize("value,expected", [
+    (None, [0, 1, 2, 3]),
+    ("", []),
+    ("2", [2]),
+    ("3,1", [3, 1]),
+    ("0,7,1", [0]),  # the CUDA runtime stops at the first invalid entry
+    ("-1", []),
+    ("GPU-c", [2]),
+    ("1,1", [1]),
+])
+def test_cuda_visible_devices(value, expected):
+    from rlrecipes.preflight.inventory import Gpu, visible
+
+    full = Inventory([Gpu(i, "NVIDIA A100-SXM4-80GB", 81920, "8.0", f"GPU-{'abcd'[i]}{i}") for i in range(4)],
+                     "570.124.06", source="nvml")
+    got = visible(full, value)
+    assert [int(g.uuid[-1]) for g in got.gpus] == expected
+    assert [g.index for g in got.gpus] == list(range(len(expected)))
 
 
 def test_fake_nvidia_smi_on_path_is_used(tmp_path, monkeypatch):
@@ -450,13 +470,17 @@ def test_fake_nvidia_smi_on_path_is_used(tmp_path, monkeypatch):
     script = tmp_path / "bin" / "nvidia-smi"
     script.parent.mkdir()
     script.write_text("#!/bin/sh\n"
-                      'case "$1" in --query-gpu=index,name,memory.total,compute_cap,driver_version) '
-                      'echo "0, Tesla P40, 24576, 6.1, 535.183.01";; *) echo "bad args: $*" >&2; exit 2;; esac\n')
+                      'case "$1" in --query-gpu=index,name,memory.total,compute_cap,driver_version,uuid) '
+                      'echo "0, Tesla P40, 24576, 6.1, 535.183.01, GPU-aaaa"; echo "1, Tesla P40, 24576, 6.1, '
+                      '535.183.01, GPU-bbbb";; *) echo "bad args: $*" >&2; exit 2;; esac\n')
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")
     monkeypatch.setattr(inventory_mod, "from_nvml", lambda: (_ for _ in ()).throw(OSError("no libnvidia-ml")))
-    got = inventory_mod.detect_inventory()
+    got = inventory_mod.detect_inventory(env={})
     assert got.source == "nvidia-smi" and got.gpus[0].name == "Tesla P40" and got.driver_version == "535.183.01"
+    assert [g.uuid for g in got.gpus] == ["GPU-aaaa", "GPU-bbbb"]
+    only_second = inventory_mod.detect_inventory(env={"CUDA_VISIBLE_DEVICES": "GPU-bb"})
+    assert [(g.index, g.uuid) for g in only_second.gpus] == [(0, "GPU-bbbb")]
 
 
 def test_no_nvml_no_smi_says_so(monkeypatch, tmp_path):
@@ -464,7 +488,7 @@ def test_no_nvml_no_smi_says_so(monkeypatch, tmp_path):
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(inventory_mod, "from_nvml", lambda: (_ for _ in ()).throw(OSError("libnvidia-ml.so.1 missing")))
-    got = inventory_mod.detect_inventory()
+    got = inventory_mod.detect_inventory(env={})
     assert got.gpus == [] and "libnvidia-ml.so.1 missing" in got.error and "nvidia-smi is not on PATH" in got.error
 
 

@@ -10,6 +10,7 @@ JSON inventory (keys are strict; `count` repeats an entry):
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rlrecipes.errors import RecipeError
 
-SMI_FIELDS = "index,name,memory.total,compute_cap,driver_version"
+SMI_FIELDS = "index,name,memory.total,compute_cap,driver_version,uuid"
 # Drivers older than 510 cannot report compute_cap; these names cover the cards people still run.
 CC_BY_NAME = {
     "tesla p40": "6.1", "tesla p100": "6.0", "tesla p4": "6.1", "tesla v100": "7.0", "tesla t4": "7.5",
@@ -32,6 +33,7 @@ class Gpu:
     name: str
     memory_mib: int
     compute_capability: str | None  # "8.0"; None when it could not be read
+    uuid: str | None = None
 
     @property
     def cc(self) -> tuple[int, int] | None:
@@ -175,7 +177,7 @@ def from_nvml() -> Inventory:
                 cc = f"{major}.{minor}"
             except pynvml.NVMLError:
                 cc = cc_from_name(name)
-            gpus.append(Gpu(i, name, int(memory), cc))
+            gpus.append(Gpu(i, name, int(memory), cc, _text(pynvml.nvmlDeviceGetUUID(handle))))
         return Inventory(gpus, driver, cuda, source="nvml")
     finally:
         pynvml.nvmlShutdown()
@@ -183,23 +185,46 @@ def from_nvml() -> Inventory:
 
 # ----------------------------------------------------------------------------------- nvidia-smi
 def parse_smi_csv(text: str, with_cc: bool = True) -> tuple[list[Gpu], str | None]:
-    """Parse `nvidia-smi --query-gpu=index,name,memory.total[,compute_cap],driver_version
+    """Parse `nvidia-smi --query-gpu=index,name,memory.total[,compute_cap],driver_version[,uuid]
     --format=csv,noheader,nounits` output."""
     gpus, driver = [], None
+    base = 5 if with_cc else 4
     for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         cells = [c.strip() for c in line.split(",")]
-        expected = 5 if with_cc else 4
-        if len(cells) != expected:
-            raise ValueError(f"line {line_no}: expected {expected} comma-separated fields, got {line!r}")
+        if len(cells) not in (base, base + 1):
+            raise ValueError(f"line {line_no}: expected {base} or {base + 1} comma-separated fields, got {line!r}")
         index, name, memory = int(cells[0]), cells[1], int(float(cells[2]))
         cc = cells[3] if with_cc else cc_from_name(name)
         if cc in ("[N/A]", "N/A", ""):
             cc = cc_from_name(name)
-        driver = cells[-1]
-        gpus.append(Gpu(index, name, memory, cc))
+        driver = cells[base - 1]
+        uuid = cells[base] if len(cells) > base else None
+        gpus.append(Gpu(index, name, memory, cc, uuid))
     return gpus, driver
+
+
+def visible(inventory: Inventory, cuda_visible_devices: str | None) -> Inventory:
+    """The GPUs a CUDA process will see: NVML and nvidia-smi list every GPU of the container, while
+    torch/Ray only use those in CUDA_VISIBLE_DEVICES (indices or GPU UUIDs; an invalid entry hides
+    it and all after it, as the CUDA runtime does)."""
+    if cuda_visible_devices is None:
+        return inventory
+    chosen: list[Gpu] = []
+    for item in [x.strip() for x in cuda_visible_devices.split(",")]:
+        match = None
+        if item.lstrip("-").isdigit():
+            match = next((g for g in inventory.gpus if g.index == int(item)), None)
+        elif item:
+            match = next((g for g in inventory.gpus if g.uuid and g.uuid.startswith(item)), None)
+        if match is None or match in chosen:
+            break
+        chosen.append(match)
+    gpus = [Gpu(i, g.name, g.memory_mib, g.compute_capability, g.uuid) for i, g in enumerate(chosen)]
+    note = f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} leaves {len(gpus)} of {inventory.count} GPU(s)"
+    return Inventory(gpus, inventory.driver_version, inventory.cuda_driver_version, inventory.source,
+                     "; ".join(filter(None, [inventory.error, note])))
 
 
 def from_nvidia_smi(smi: str = "nvidia-smi", timeout: float = 20) -> Inventory:
@@ -218,7 +243,14 @@ def from_nvidia_smi(smi: str = "nvidia-smi", timeout: float = 20) -> Inventory:
     return Inventory(gpus, driver, None, source="nvidia-smi")
 
 
-def detect_inventory() -> Inventory:
+def detect_inventory(env: dict[str, str] | None = None) -> Inventory:
+    """The GPUs CUDA processes here will see: CUDA_VISIBLE_DEVICES applied to what NVML (else
+    nvidia-smi) lists."""
+    env = os.environ if env is None else env
+    return visible(_detect(), env.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _detect() -> Inventory:
     """NVML first, then nvidia-smi; an empty inventory with the reasons when neither works."""
     reasons = []
     try:
