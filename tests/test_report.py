@@ -80,7 +80,9 @@ def test_restarted_and_truncated_run_from_real_loggers(run_in_verl, tmp_path, ve
 
     run = load_run(log_dir)
     assert sorted(run.steps) == list(range(0, 10))
-    assert run.series("critic/score/mean") == ([1, 2, 3, 5, 6, 7, 8, 9], [101, 102, 103, 205, 206, 207, 208, 209])
+    # step 4 is the resume step: launch 1's training metrics stay, launch 2 adds its validation
+    assert run.series("critic/score/mean") == (
+        [1, 2, 3, 4, 5, 6, 7, 8, 9], [101, 102, 103, 104, 205, 206, 207, 208, 209])
     assert run.restarts == [4]
     assert run.launches[0].truncated and not run.launches[1].truncated
     assert any("cut off" in w for w in run.warnings)
@@ -91,8 +93,8 @@ def test_restarted_and_truncated_run_from_real_loggers(run_in_verl, tmp_path, ve
     head = headline(run)
     assert (head["start_accuracy"], head["end_accuracy"]) == pytest.approx((0.1, 0.29))
     assert head["best_step"] == 9 and head["restarts"] == 1
-    assert head["train_seconds"] == pytest.approx(10.0 * 8)
-    assert head["tokens"] == 8000
+    assert head["train_seconds"] == pytest.approx(10.0 * 9)
+    assert head["tokens"] == 9000
 
     out = tmp_path / "report"
     assert main(["report", str(log_dir), "--out", str(out)]) == 0
@@ -180,11 +182,12 @@ def test_launches_sorted_by_stamp_and_jsonl_preferred(tmp_path):
     (tmp_path / "metrics-2.jsonl").write_text('{"step": 3, "data": {"r": 30}}\n')
     (tmp_path / "metrics-1.jsonl").write_text('{"step": 1, "data": {"r": 1}}\n{"step": 5, "data": {"r": 5}}\n')
     (tmp_path / "console-1.log").write_text("step:1 - r:99\n")  # same launch as metrics-1: ignored
-    (tmp_path / "console-3.log").write_text("step:4 - r:40\n")  # a later launch with only a console log
+    (tmp_path / "console-3.log").write_text("step:3 - v:7\nstep:4 - r:40\n")  # a later launch, console only
     assert [p.name for p in discover(tmp_path)] == ["metrics-1.jsonl", "metrics-2.jsonl", "console-3.log"]
     run = load_run(tmp_path)
     assert run.series("r") == ([1, 3, 4], [1.0, 30.0, 40.0])
-    assert run.restarts == [3, 4]
+    assert run.steps[3] == {"r": 30.0, "v": 7.0}  # the resume step keeps metrics-2's value, adds console-3's
+    assert run.restarts == [3, 3]
 
 
 def test_combine_skips_empty_launch_and_missing_metrics():

@@ -12,7 +12,8 @@ Two real formats, one per image:
   with colour codes. The run's ``console-<stamp>.log`` is a tee of that stdout.
 
 A run directory holds one file per launch. Launches are ordered by the stamp in their name; a later
-launch (a resume) replaces the earlier launches' steps from its first logged step on.
+launch (a resume) replaces the earlier launches' steps after its first logged step, and adds its values
+to that first step (the resume step, where it logs validation only).
 """
 
 from __future__ import annotations
@@ -223,17 +224,20 @@ def combine(launches: list[Launch]) -> RunMetrics:
             continue
         first = launch.first_step
         if steps:
-            replaced = [s for s in steps if s >= first]
+            # A resume from the step-K checkpoint logs its validation at step K, then trains K+1, ...:
+            # step K keeps the earlier launch's training metrics (later values win key by key); every
+            # step after K is redone by this launch.
+            replaced = [s for s in steps if s > first]
             for step in replaced:
                 del steps[step]
             restarts.append(first)
             if replaced:
                 warnings.append(
-                    f"{launch.path.name}: resumed at step {first}; replaced {len(replaced)} step(s) of the "
-                    "earlier launch"
+                    f"{launch.path.name}: resumed at step {first}; replaced {len(replaced)} later step(s) of "
+                    "the earlier launch"
                 )
         for step, values in launch.steps.items():
-            steps[step] = dict(values)
+            steps.setdefault(step, {}).update(values)
     return RunMetrics(steps=dict(sorted(steps.items())), launches=ordered, warnings=warnings, restarts=restarts)
 
 
