@@ -52,12 +52,13 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/python --version
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:${PATH}
 
-# torch first, exact version from the PyTorch index (it brings its own CUDA 11.8 runtime wheels).
+# torch first, exact version from the PyTorch index (it brings its own CUDA 11.8 runtime wheels). The arch check
+# reads the compiled kernel list: torch.cuda.get_arch_list() is empty without a GPU, as in every docker build.
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then echo "SKIP_GPU_WHEELS=1: no torch"; exit 0; fi; \
     pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}+${TORCH_CUDA}" \
     && python -c "import torch; assert torch.version.cuda == '11.8', torch.version.cuda; \
-assert 'sm_61' in torch.cuda.get_arch_list(), torch.cuda.get_arch_list(); print('torch', torch.__version__)"
+flags = torch._C._cuda_getArchFlags(); assert 'sm_61' in flags.split(), flags; print('torch', torch.__version__, flags)"
 
 # Dependencies before source: this layer is rebuilt only when the lock changes.
 COPY docker/p40.lock /opt/rlrecipes/docker/p40.lock
