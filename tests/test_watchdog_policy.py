@@ -310,3 +310,22 @@ def test_watchdog_cli_rejects_a_missing_root_and_two_budgets(tmp_path, capsys):
         main(["watchdog", "--root", str(tmp_path), "--quota", "1G", "--min-free", "1G"])
     assert exc.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_caches_forget_step_dirs_that_are_gone(tmp_path):
+    import shutil
+
+    from rlrecipes.watchdog.layout import StepCache, scan_root
+    from rlrecipes.watchdog.simulate import save_checkpoint
+
+    exp_dir = tmp_path / "run"
+    for n in (1, 2):
+        save_checkpoint(exp_dir, n)
+    zips, steps = ZipCache(), StepCache(settled_s=0)
+    scan_root(tmp_path, zips, cache=steps)
+    assert len(steps._seen) == 2 and len(zips._seen) == 2 * 7  # 6 shards + data.pt per step
+    shutil.rmtree(exp_dir / "global_step_1")  # e.g. verl's own retention
+    scan = scan_root(tmp_path, zips, cache=steps)
+    assert [s.step for s in scan.experiments[0].steps] == [2]
+    assert list(steps._seen) == [str(exp_dir / "global_step_2")]
+    assert len(zips._seen) == 7 and all("global_step_2" in k for k in zips._seen)

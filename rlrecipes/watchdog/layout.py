@@ -134,6 +134,13 @@ class ZipCache:
         self._seen[path] = (st.st_size, st.st_mtime_ns, ok)
         return ok
 
+    def retain_steps(self, live: set[str]) -> None:
+        """Drop what belongs to step dirs that no longer exist (verl or a user removed them)."""
+        for key in list(self._seen):
+            parent = os.path.dirname(key)
+            if parent not in live and os.path.dirname(parent) not in live:
+                del self._seen[key]
+
     def forget_under(self, prefix: str) -> None:
         prefix = prefix.rstrip("/") + "/"
         for key in [k for k in self._seen if k.startswith(prefix)]:
@@ -316,6 +323,10 @@ class StepCache:
     def forget(self, path: Path) -> None:
         self._seen.pop(str(path), None)
 
+    def retain_steps(self, live: set[str]) -> None:
+        for key in [k for k in self._seen if k not in live]:
+            del self._seen[key]
+
 
 def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True,
               cache: StepCache | None = None) -> RootScan:
@@ -388,4 +399,8 @@ def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True,
             steps.sort(key=lambda s: s.step)
             experiments.append(Experiment(directory, read_tracker(directory), steps, exp_links))
     experiments.sort(key=lambda e: str(e.path))
+    live = {str(s.path) for e in experiments for s in e.steps}
+    zips.retain_steps(live)
+    if cache:
+        cache.retain_steps(live)
     return RootScan(root, experiments, total, sorted(symlinks), errors)
