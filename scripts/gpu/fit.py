@@ -47,7 +47,8 @@ def main() -> int:
     parser.add_argument("--weights-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--timeout", type=float, default=540)
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. a smaller batch)")
-    args = parser.parse_args()
+    # intermixed: Hydra overrides come after the options
+    args = parser.parse_intermixed_args()
 
     work = args.work.resolve()
     batch = int(resolve(args.recipe, profile=args.profile, overrides=args.overrides).get("data.train_batch_size"))
