@@ -181,6 +181,7 @@ class RecipeContext:
     lora_alpha: float | None = None
     model_path: Path | None = None
     log_dir: Path | None = None
+    hub_id: str | None = None
 
 
 def recipe_context(explicit: str | None, run_dir: Path) -> RecipeContext:
@@ -200,7 +201,7 @@ def recipe_context(explicit: str | None, run_dir: Path) -> RecipeContext:
     run = resolve(name)  # a bad explicit --recipe is the user's error: let RecipeError through
     alpha = run.get("actor_rollout_ref.model.lora_alpha")
     return RecipeContext(name=name, dtype=run.profile.dtype, lora_alpha=float(alpha) if alpha else None,
-                         model_path=run.model_path, log_dir=run.log_dir)
+                         model_path=run.model_path, log_dir=run.log_dir, hub_id=run.recipe.model.hub_id)
 
 
 def resolve_dtype(requested: str, ctx: RecipeContext, config_dtype: str | None) -> str:
@@ -371,7 +372,8 @@ def model_card(info: dict) -> str:
     lines = [
         "---",
         "library_name: transformers",
-        *( [f"base_model: {info['base_model']}"] if info.get("base_model") else [] ),
+        # only a hub id (from the recipe): the Hub links a card's base_model, a local path means nothing there
+        *([f"base_model: {info['base_hub_id']}"] if info.get("base_hub_id") else []),
         "tags: [verl, rlrecipes, gsm8k]",
         "---",
         "",
@@ -381,7 +383,7 @@ def model_card(info: dict) -> str:
         "",
         "| | |",
         "|---|---|",
-        f"| Base model | {info.get('base_model') or 'unknown'} |",
+        f"| Base model | {info.get('base_hub_id') or ''} `{info.get('base_model') or 'unknown'}` |",
         f"| Recipe | {info.get('recipe') or 'unknown'} |",
         f"| Checkpoint | `{info['checkpoint']}` |",
         f"| Step | {info['step']} |",
@@ -420,7 +422,7 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
         target_dtype = resolve_dtype(dtype, ctx, config_dtype)
         final = work / "model"
         info: dict = {"checkpoint": str(ckpt.actor_dir), "step": ckpt.step, "recipe": ctx.name,
-                      "dtype": target_dtype, "lora": None}
+                      "dtype": target_dtype, "lora": None, "base_hub_id": ctx.hub_id}
         adapter_dir = merged_raw / "lora_adapter"
         lora_modules: set[str] = set()
         if adapter_dir.is_dir():
