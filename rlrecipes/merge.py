@@ -198,7 +198,14 @@ def recipe_context(explicit: str | None, run_dir: Path) -> RecipeContext:
             name = None
     if name is None:
         return RecipeContext()
-    run = resolve(name)  # a bad explicit --recipe is the user's error: let RecipeError through
+    try:
+        run = resolve(name)
+    except RecipeError as exc:
+        if explicit is not None:  # a bad --recipe is the user's error
+            raise
+        print(f"warning: RUN_DIR is named like recipe {name!r} but it does not resolve ({exc}); "
+              "merging without it", file=sys.stderr)
+        return RecipeContext()
     alpha = run.get("actor_rollout_ref.model.lora_alpha")
     return RecipeContext(name=name, dtype=run.profile.dtype, lora_alpha=float(alpha) if alpha else None,
                          model_path=run.model_path, log_dir=run.log_dir, hub_id=run.recipe.model.hub_id)
