@@ -443,13 +443,14 @@ def evaluate(args: argparse.Namespace) -> int:
                 model, args.fast_data, limit=args.fast_limit, max_new_tokens=args.max_new_tokens, dtype=dtype,
                 out_file=out / "fast_eval" / f"{label}.jsonl")
     summary["seconds"] = round(time.monotonic() - started, 1)
-    if not args.from_results:
+    write = not args.from_results or args.out is not None  # stored results: a summary only when asked
+    if write:
         atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     if summary["rows"]:
         _render_table(summary)
     for label, fast in summary["fast_eval"].items():
         print(f"fast eval ({label}): {100 * fast['accuracy']:.1f}% strict, {100 * fast['flexible_accuracy']:.1f}% "
               f"flexible on {fast['n']} problems of {fast['parquet']} ({fast['seconds']} s)")
-    if not args.from_results:
+    if write:
         print(f"wrote {out / SUMMARY_FILE}" + (f" and lm-eval outputs under {out / 'lm_eval'}" if trained else ""))
     return 0

@@ -48,10 +48,16 @@ def test_table_from_stored_results():
     assert cells[1] == ["gsm8k", "flexible-extract", "4", "25.0", "75.0", "+50.0"]
 
 
-def test_eval_from_results_cli(capsys):
+def test_eval_from_results_cli(capsys, tmp_path):
     assert main(["eval", str(FIXTURES / "trained"), "--baseline", str(FIXTURES / "baseline"), "--from-results"]) == 0
     out = capsys.readouterr().out
     assert "gsm8k_cot" in out and "+50.0" in out and "+25.0" in out and "75.0" in out
+    assert not list(FIXTURES.rglob("eval-summary.json"))
+    # with --out, the table is stored for `rlrecipes report --eval`
+    assert main(["eval", str(FIXTURES / "trained"), "--baseline", str(FIXTURES / "baseline"), "--from-results",
+                 "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "eval-summary.json").read_text())
+    assert [r["delta"] for r in summary["rows"]] == [0.25, 0.5, 0.25, 0.5]
 
 
 @pytest.mark.parametrize("data, expected", [
