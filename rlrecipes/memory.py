@@ -70,6 +70,7 @@ class MemoryEstimate:
     # vLLM/SGLang start while the trainer state is resident: that state must fit beside their share.
     engine_share_gib: float | None = None
     resident_at_rollout_gib: float | None = None
+    moments: dict[str, str] = field(default_factory=dict)  # phase -> the moment its peak is reached
 
     def phase_gib(self, phase: str) -> float:
         return sum(t.bytes for t in self.phases[phase]) / GIB
@@ -97,7 +98,8 @@ class MemoryEstimate:
             "gpu_memory_gib": round(self.gpu_memory_gib, 3),
             "peak_phase": self.peak_phase,
             "terms": [{"name": t.name, "gib": round(t.gib, 3)} for t in self.terms],
-            "phases": {p: {"total_gib": round(self.phase_gib(p), 3),
+            "peak_moment": self.moments.get(self.peak_phase),
+            "phases": {p: {"total_gib": round(self.phase_gib(p), 3), "moment": self.moments.get(p),
                            "terms": [{"name": t.name, "gib": round(t.gib, 3)} for t in terms if t.bytes > 0]}
                        for p, terms in self.phases.items()},
             "engine_share_gib": None if self.engine_share_gib is None else round(self.engine_share_gib, 3),
@@ -178,9 +180,10 @@ def precision(run: ResolvedRun) -> Precision:
     critic_compute = _dtype_name(lookup(run, f"{critic_fsdp}.mixed_precision.param_dtype"), "bf16")
     engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)
     if engine == "hf":
-        # HF generate runs the actor's FSDP module: it computes in the actor's param dtype (the bf16
-        # autocast hard-coded in 0.5.0's hf_rollout.py is disabled by the P40 image's patch).
-        rollout = actor_compute
+        # HF generate runs inside FSDP.summon_full_params, which hands out the full-precision (storage)
+        # parameters, and calls the inner model's generate, bypassing FSDP's mixed-precision cast; the
+        # bf16 autocast hard-coded in 0.5.0's hf_rollout.py is disabled by the P40 image's patch.
+        rollout = actor_storage
     else:
         rollout = _dtype_name(run.get("actor_rollout_ref.rollout.dtype"), "bf16")
     return Precision(actor_storage, actor_compute, ref_storage, critic_storage, critic_compute, rollout)
@@ -271,30 +274,47 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     critic_g = params * 4 / n_gpus if use_critic else 0.0
     critic_o = params * 8 / n_gpus if use_critic else 0.0
 
-    def activations(micro: int, gc: bool, dtype: str, name: str) -> list[Term]:
+    entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff", 0) or 0)
+
+    def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
+        """lm_head output over every position (verl passes no logits_to_keep) plus what sits beside it:
+        the gradient of the same size at the start of backward; for the entropy, softmax and
+        softmax x logits over the response positions. Log-probs themselves are taken row by row
+        (logprobs_from_logits_v2) or by flash-attn's Triton cross-entropy: no full-size copy."""
+        nbytes = BYTES.get(dtype, 4)
+        out = [Term(f"{name} logits", micro * seq * arch.vocab * nbytes)]
+        if backward:
+            out.append(Term(f"{name} logits gradient", micro * seq * arch.vocab * nbytes))
+        if entropy:
+            out.append(Term(f"{name} entropy temporaries", 2 * micro * response * arch.vocab * nbytes))
+        return out
+
+    def peak(*moments: tuple[str, list[Term]]) -> tuple[str, list[Term]]:
+        """The moment of a phase with the most memory in use (terms of one moment coexist)."""
+        return max(moments, key=lambda m: sum(t.bytes for t in m[1]))
+
+    def update(name: str, micro: int, gc: bool, dtype: str, states: list[Term], trainable_n: int,
+               with_logits: bool) -> tuple[str, list[Term]]:
         nbytes = BYTES.get(dtype, 4)
         tokens = micro * seq
-        one_layer = _layer_activation_bytes(arch, tokens, seq, micro, nbytes, eager)
+        layer = Term(f"{name} recomputed layer (micro {micro})",
+                     _layer_activation_bytes(arch, tokens, seq, micro, nbytes, eager))
+        head = logits(micro, dtype, f"{name} (micro {micro})", backward=True,
+                      entropy=with_logits and entropy_coeff != 0) if with_logits else []
+        # torch's foreach Adam allocates one parameter-sized fp32 temporary at the step
+        step = ("optimizer step", [*states, Term(f"{name} Adam step temporary", trainable_n * 4 / n_gpus)])
         if gc:
-            return [Term(f"{name} checkpointed layer inputs", arch.layers * tokens * arch.hidden * nbytes),
-                    Term(f"{name} recomputed layer", one_layer)]
-        return [Term(f"{name} activations ({arch.layers} layers, no checkpointing)", arch.layers * one_layer)]
-
-    # The lm_head output over every token plus one vocab-sized temporary: with flash-attn installed verl
-    # takes log-probs through its Triton cross-entropy (no fp32 copy; the temporary is the softmax of
-    # the entropy, or the logits' gradient) in the compute dtype; without it, log-softmax / entropy
-    # temporaries are fp32.
-    flash_ce = IMAGE_FLASH_ATTN.get(run.image.name, True)
-
-    def logits(micro: int, dtype: str, name: str) -> Term:
-        nbytes = BYTES.get(dtype, 4)
-        extra = nbytes if flash_ce else 4
-        label = "logits + softmax/grad temporary" if flash_ce else "logits + fp32 log-softmax"
-        return Term(f"{name} {label}", micro * seq * arch.vocab * (nbytes + extra))
+            kept = Term(f"{name} checkpointed layer inputs (micro {micro})", arch.layers * tokens * arch.hidden * nbytes)
+            return peak(("backward start", [*states, kept, *head]), ("layer recompute", [*states, kept, layer]),
+                        step)
+        full = Term(f"{name} activations of {arch.layers} layers (micro {micro}, no checkpointing)",
+                    arch.layers * layer.bytes)
+        return peak(("backward start", [*states, full, *head]), step)
 
     ctx = Term("CUDA context + allocator", CONTEXT_GIB * GIB)
     engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)
     phases: dict[str, list[Term]] = {}
+    moments: dict[str, str] = {}
 
     # States that stay on the GPU while another model works (offloaded ones are on the CPU).
     def resident(skip: str) -> list[Term]:
@@ -322,6 +342,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
         phases["rollout"] = [*state, ctx, Term(f"{engine} gpu_memory_utilization {util:g} x {gpu_gib:g} GiB "
                                                f"(weights/TP{tp}, KV cache, graphs)", engine_share),
                              Term(f"{engine} process CUDA context", CONTEXT_GIB * GIB)]
+        moments["rollout"] = "generation"
         notes.append(f"{engine} reserves gpu_memory_utilization x total GPU memory when it starts; the trainer "
                      "state resident at that moment must fit in the rest")
         if run.get("actor_rollout_ref.rollout.free_cache_engine", True) is False:
@@ -329,62 +350,62 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     else:
         gen_micro = run.get("actor_rollout_ref.rollout.micro_batch_size")
         per_gpu = max(1, batch * n // n_gpus)
-        gen_batch = min(per_gpu, int(gen_micro)) if gen_micro else per_gpu
+        g = min(per_gpu, int(gen_micro)) if gen_micro else per_gpu
         nbytes = BYTES.get(prec.rollout, 4)
-        kv = 2 * arch.layers * arch.kv_heads * arch.head_dim * nbytes * gen_batch * seq
+        kv_token = 2 * arch.layers * arch.kv_heads * arch.head_dim * nbytes * g
         state = resident("")
         if actor_param_off:  # HF generate runs the actor's FSDP module: it is loaded for the rollout
             state = [Term("actor weights", actor_w) if t.name == "actor weights" else t for t in state]
-        phases["rollout"] = [
-            *state, ctx,
-            Term(f"KV cache (HF generate, {gen_batch} sequences x {seq} tokens)", kv),
-            Term("prefill attention scores (eager)", gen_batch * arch.heads * prompt * prompt * nbytes * 2
-                 if eager else 0.0),
-            Term("prefill layer activations", _layer_activation_bytes(arch, gen_batch * prompt, prompt, gen_batch,
-                                                                       nbytes, False, inference=True)),
-            Term("sampling logits (last token, fp32)", gen_batch * arch.vocab * 4 * 3),
-        ]
-        # One FSDP unit without a wrap policy: the whole model is gathered in the compute dtype.
-        if n_gpus > 1 or prec.actor_compute != prec.actor_storage:
-            phases["rollout"].append(Term("gathered full parameters", params * BYTES.get(prec.actor_compute, 4)))
-        notes.append(f"HF rollout generates {gen_batch} sequences per GPU at once (set "
+        # verl wraps generate in FSDP.summon_full_params(writeback=False): a full copy in the compute dtype.
+        state = [*state, ctx, Term("full parameters (summon_full_params)", (params + lora) * BYTES.get(prec.rollout, 4))]
+        hidden = g * prompt * arch.hidden * nbytes
+        # prefill, per layer: attention (eager: scores before/after softmax; K/V repeated to every head; Q)
+        # or the MLP (gate/up/activation outputs), whichever is bigger, beside the prompt's KV cache
+        attn = (g * arch.heads * prompt * prompt * nbytes * 2 if eager else 0) \
+            + 3 * g * arch.heads * prompt * arch.head_dim * nbytes
+        mlp = 3 * g * prompt * arch.intermediate * nbytes
+        transient = Term("prefill attention scores + heads (eager)" if eager and attn >= mlp else
+                         ("prefill attention" if attn >= mlp else "prefill MLP activations"), max(attn, mlp) + hidden)
+        moment, terms = peak(
+            ("prefill", [*state, Term(f"KV cache ({g} sequences x {prompt} prompt tokens)", kv_token * prompt),
+                         transient]),
+            ("end of decoding", [*state, Term(f"KV cache (HF generate, {g} sequences x {seq} tokens)", kv_token * seq),
+                                 Term("sampling logits (last token, fp32)", g * arch.vocab * 4 * 3)]))
+        phases["rollout"], moments["rollout"] = terms, moment
+        notes.append(f"HF rollout generates {g} sequences per GPU at once (set "
                      "+actor_rollout_ref.rollout.micro_batch_size to chunk it)")
 
-    # -- forward-only passes (old log-probs, reference log-probs, critic values)
-    log_prob: list[Term] = [*resident(""), ctx]
-    fwd = max(
-        (logprob_micro, "actor", prec.actor_compute),
-        (ref_micro if separate_ref else 0, "reference", prec.ref_storage),
-        key=lambda x: x[0] * (BYTES.get(x[2], 4) + 4),
-    )
-    log_prob.append(Term(f"{fwd[1]} forward layer (micro {fwd[0]})",
-                         _layer_activation_bytes(arch, fwd[0] * seq, seq, fwd[0], BYTES.get(fwd[2], 4), eager,
-                                                 inference=True)))
-    log_prob.append(logits(fwd[0], fwd[2], f"{fwd[1]} forward (micro {fwd[0]})"))
-    if separate_ref and ref_param_off:
-        log_prob.append(Term("reference weights (loaded for its pass)", ref_w))
-    if use_critic and critic_param_off:
-        log_prob.append(Term("critic weights (loaded for values)", critic_w))
-    phases["log_prob"] = log_prob
+    # -- forward-only passes: old log-probs (with entropy, for the metrics), reference log-probs, values
+    passes = [(logprob_micro, "actor old log-prob", prec.actor_compute, True)]
+    if separate_ref:
+        passes.append((ref_micro, "reference log-prob", prec.ref_storage, False))
+    candidates = []
+    for micro, name, dtype, entropy in passes:
+        nbytes = BYTES.get(dtype, 4)
+        live = _layer_activation_bytes(arch, micro * seq, seq, micro, nbytes, eager, inference=True)
+        extra = []
+        if name.startswith("reference") and ref_param_off:
+            extra.append(Term("reference weights (loaded for its pass)", ref_w))
+        candidates.append((f"{name} logits", [*resident(""), ctx, *extra,
+                                               *logits(micro, dtype, f"{name} (micro {micro})", False, entropy)]))
+        candidates.append((f"{name} layer", [*resident(""), ctx, *extra,
+                                              Term(f"{name} layer (micro {micro})", live)]))
+    moments["log_prob"], phases["log_prob"] = peak(*candidates)
 
-    # -- actor update: its weights, gradients and Adam state are all on the GPU
-    phases["update_actor"] = [
-        *resident("actor"), ctx,
-        Term("actor weights", actor_w),
-        Term("actor gradients" + (" (LoRA)" if lora else ""), actor_g),
-        Term("actor Adam state" + (" (LoRA)" if lora else "") + (" (loaded from CPU)" if actor_optim_off else ""),
-             actor_o),
-        *activations(actor_micro, actor_gc, prec.actor_compute, f"actor (micro {actor_micro})"),
-        logits(actor_micro, prec.actor_compute, f"actor (micro {actor_micro})"),
-    ]
+    # -- updates: the model's weights, gradients (kept across the micro batches of a mini batch) and Adam
+    # state are on the GPU (an offloaded optimizer is loaded back for the update)
+    actor_states = [*resident("actor"), ctx, Term("actor weights", actor_w),
+                    Term("actor gradients" + (" (LoRA)" if lora else ""), actor_g),
+                    Term("actor Adam state" + (" (LoRA)" if lora else "") +
+                         (" (loaded from CPU)" if actor_optim_off else ""), actor_o)]
+    moments["update_actor"], phases["update_actor"] = update(
+        "actor", actor_micro, actor_gc, prec.actor_compute, actor_states, trainable, with_logits=True)
     if use_critic:
-        phases["update_critic"] = [
-            *resident("critic"), ctx,
-            Term("critic weights", critic_w),
-            Term("critic gradients", critic_g),
-            Term("critic Adam state" + (" (loaded from CPU)" if critic_optim_off else ""), critic_o),
-            *activations(critic_micro, critic_gc, prec.critic_compute, f"critic (micro {critic_micro})"),
-        ]
+        critic_states = [*resident("critic"), ctx, Term("critic weights", critic_w),
+                         Term("critic gradients", critic_g),
+                         Term("critic Adam state" + (" (loaded from CPU)" if critic_optim_off else ""), critic_o)]
+        moments["update_critic"], phases["update_critic"] = update(
+            "critic", critic_micro, critic_gc, prec.critic_compute, critic_states, params, with_logits=False)
     estimate = MemoryEstimate(
         gpu_memory_gib=gpu_gib, phases=phases, notes=notes,
         params={"architecture": arch.name, "params": params, "lora_params": lora, "trainable": trainable,
@@ -393,7 +414,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
                                                                run.use_reference_policy else "none"),
                 "critic": use_critic},
         engine_share_gib=None if engine_share is None else engine_share / GIB,
-        resident_at_rollout_gib=resident_rollout,
+        resident_at_rollout_gib=resident_rollout, moments=moments,
     )
     return estimate
 
