@@ -71,6 +71,7 @@ class MemoryEstimate:
     engine_share_gib: float | None = None
     resident_at_rollout_gib: float | None = None
     moments: dict[str, str] = field(default_factory=dict)  # phase -> the moment its peak is reached
+    candidates: dict[str, dict[str, list[Term]]] = field(default_factory=dict)  # phase -> moment -> terms
 
     def phase_gib(self, phase: str) -> float:
         return sum(t.bytes for t in self.phases[phase]) / GIB
@@ -289,9 +290,18 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
             out.append(Term(f"{name} entropy temporaries", 2 * micro * response * arch.vocab * nbytes))
         return out
 
+    considered: list[tuple[str, list[Term]]] = []
+
     def peak(*moments: tuple[str, list[Term]]) -> tuple[str, list[Term]]:
         """The moment of a phase with the most memory in use (terms of one moment coexist)."""
+        considered.extend(moments)
         return max(moments, key=lambda m: sum(t.bytes for t in m[1]))
+
+    def record(phase: str) -> None:
+        candidates[phase] = dict(considered)
+        considered.clear()
+
+    candidates: dict[str, dict[str, list[Term]]] = {}
 
     def update(name: str, micro: int, gc: bool, dtype: str, states: list[Term], trainable_n: int,
                with_logits: bool) -> tuple[str, list[Term]]:
@@ -372,6 +382,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
             ("end of decoding", [*state, Term(f"KV cache (HF generate, {g} sequences x {seq} tokens)", kv_token * seq),
                                  Term("sampling logits (last token, fp32)", g * arch.vocab * 4 * 3)]))
         phases["rollout"], moments["rollout"] = terms, moment
+        record("rollout")
         notes.append(f"HF rollout generates {g} sequences per GPU at once (set "
                      "+actor_rollout_ref.rollout.micro_batch_size to chunk it)")
 
@@ -379,18 +390,19 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     passes = [(logprob_micro, "actor old log-prob", prec.actor_compute, True)]
     if separate_ref:
         passes.append((ref_micro, "reference log-prob", prec.ref_storage, False))
-    candidates = []
+    passes_moments = []
     for micro, name, dtype, entropy in passes:
         nbytes = BYTES.get(dtype, 4)
         live = _layer_activation_bytes(arch, micro * seq, seq, micro, nbytes, eager, inference=True)
         extra = []
         if name.startswith("reference") and ref_param_off:
             extra.append(Term("reference weights (loaded for its pass)", ref_w))
-        candidates.append((f"{name} logits", [*resident(""), ctx, *extra,
+        passes_moments.append((f"{name} logits", [*resident(""), ctx, *extra,
                                                *logits(micro, dtype, f"{name} (micro {micro})", False, entropy)]))
-        candidates.append((f"{name} layer", [*resident(""), ctx, *extra,
+        passes_moments.append((f"{name} layer", [*resident(""), ctx, *extra,
                                               Term(f"{name} layer (micro {micro})", live)]))
-    moments["log_prob"], phases["log_prob"] = peak(*candidates)
+    moments["log_prob"], phases["log_prob"] = peak(*passes_moments)
+    record("log_prob")
 
     # -- updates: the model's weights, gradients (kept across the micro batches of a mini batch) and Adam
     # state are on the GPU (an offloaded optimizer is loaded back for the update)
@@ -400,12 +412,14 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
                          (" (loaded from CPU)" if actor_optim_off else ""), actor_o)]
     moments["update_actor"], phases["update_actor"] = update(
         "actor", actor_micro, actor_gc, prec.actor_compute, actor_states, trainable, with_logits=True)
+    record("update_actor")
     if use_critic:
         critic_states = [*resident("critic"), ctx, Term("critic weights", critic_w),
                          Term("critic gradients", critic_g),
                          Term("critic Adam state" + (" (loaded from CPU)" if critic_optim_off else ""), critic_o)]
         moments["update_critic"], phases["update_critic"] = update(
             "critic", critic_micro, critic_gc, prec.critic_compute, critic_states, params, with_logits=False)
+        record("update_critic")
     estimate = MemoryEstimate(
         gpu_memory_gib=gpu_gib, phases=phases, notes=notes,
         params={"architecture": arch.name, "params": params, "lora_params": lora, "trainable": trainable,
@@ -414,7 +428,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
                                                                run.use_reference_policy else "none"),
                 "critic": use_critic},
         engine_share_gib=None if engine_share is None else engine_share / GIB,
-        resident_at_rollout_gib=resident_rollout, moments=moments,
+        resident_at_rollout_gib=resident_rollout, moments=moments, candidates=candidates,
     )
     return estimate
 
