@@ -462,11 +462,18 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
         info["metrics"] = step_metrics(log_dir or ctx.log_dir, ckpt.step)
 
         with stage("verifying: load with transformers, compare with the base, greedy generation"):
-            AutoModelForCausalLM.from_pretrained(str(final), torch_dtype=_torch_dtype(target_dtype))
-            verification: dict = {"loads": True}
+            verification: dict = {}
             if compare_base is not None:
                 verification.update(compare_to_base(final, compare_base, lora_modules))
-            verification["sample"] = greedy_sample(final, target_dtype, device)
+            # loads the saved directory with transformers (as a user will), then generates
+            try:
+                verification["sample"] = greedy_sample(final, target_dtype, device)
+            except StageFailed:
+                raise
+            except Exception as exc:  # whatever transformers raises: the result is not shippable
+                raise StageFailed(f"the merged model does not load or generate: {type(exc).__name__}: {exc}",
+                                  where=str(out)) from exc
+            verification["loads"] = True
         info["verification"] = verification
         if info["lora"]:
             if verification.get("changed_targeted", 0) == 0:
