@@ -118,33 +118,33 @@ def read_tracker(experiment: Path) -> Tracker:
 
 
 class ZipCache:
-    """Remembers whether a `.pt` file is a whole zip archive, keyed by (path, size, mtime_ns)."""
+    """Remembers whether a `.pt` file is a whole zip archive, keyed by (path, size, mtime_ns), per step dir."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
-        self._seen: dict[str, tuple[int, int, bool]] = {}
+        self._seen: dict[str, dict[str, tuple[int, int, bool]]] = {}  # step dir -> path -> verdict
 
-    def whole(self, path: str, st: os.stat_result) -> bool:
+    def whole(self, step_dir: str, path: str, st: os.stat_result) -> bool:
         if not self.enabled:
             return True
-        hit = self._seen.get(path)
+        per_step = self._seen.setdefault(step_dir, {})
+        hit = per_step.get(path)
         if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
             return hit[2]
         ok = _ends_like_a_zip(path, st.st_size)
-        self._seen[path] = (st.st_size, st.st_mtime_ns, ok)
+        per_step[path] = (st.st_size, st.st_mtime_ns, ok)
         return ok
 
     def retain_steps(self, live: set[str]) -> None:
         """Drop what belongs to step dirs that no longer exist (verl or a user removed them)."""
-        for key in list(self._seen):
-            parent = os.path.dirname(key)
-            if parent not in live and os.path.dirname(parent) not in live:
-                del self._seen[key]
-
-    def forget_under(self, prefix: str) -> None:
-        prefix = prefix.rstrip("/") + "/"
-        for key in [k for k in self._seen if k.startswith(prefix)]:
+        for key in [k for k in self._seen if k not in live]:
             del self._seen[key]
+
+    def forget(self, step_dir: str) -> None:
+        self._seen.pop(step_dir, None)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._seen.values())
 
 
 _EOCD = b"PK\x05\x06"  # zip end-of-central-directory signature; torch.save writes no archive comment
@@ -219,7 +219,7 @@ def tree_stats(path: Path, symlinks: list[Path] | None = None, keep_entries: boo
     return out
 
 
-def _role_problem(role_dir: str, names: dict[str, os.stat_result], zips: ZipCache) -> str:
+def _role_problem(role_dir: str, names: dict[str, os.stat_result], zips: ZipCache, step_dir: str) -> str:
     """'' when a role directory (actor/ or critic/) holds a whole FSDP checkpoint, else the reason."""
     shards: dict[str, dict[int, set[int]]] = {}
     for name, st in names.items():
@@ -230,7 +230,7 @@ def _role_problem(role_dir: str, names: dict[str, os.stat_result], zips: ZipCach
         shards.setdefault(kind, {}).setdefault(world, set()).add(rank)
         if not stat.S_ISREG(st.st_mode):
             return f"{name} is not a regular file"
-        if not zips.whole(os.path.join(role_dir, name), st):
+        if not zips.whole(step_dir, os.path.join(role_dir, name), st):
             return f"{name} is truncated (not a whole torch.save archive)"
     if "model" not in shards:
         return "no model_world_size_*_rank_*.pt shards"
@@ -270,7 +270,7 @@ def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | N
             if names is None:
                 problem = f"{role}/ unreadable"
                 break
-            why = _role_problem(str(role_path), names, zips)
+            why = _role_problem(str(role_path), names, zips, str(path))
             if why:
                 problem = f"{role}/: {why}"
                 break
@@ -280,7 +280,7 @@ def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | N
         data = top.get("data.pt")
         if data is None:
             problem = "data.pt missing"
-        elif not stat.S_ISREG(data.st_mode) or not zips.whole(str(path / "data.pt"), data):
+        elif not stat.S_ISREG(data.st_mode) or not zips.whole(str(path), str(path / "data.pt"), data):
             problem = "data.pt is truncated (not a whole torch.save archive)"
     return StepDir(
         path=path, step=step, bytes=stats.bytes, files=stats.files, newest_mtime=stats.newest_mtime,
@@ -335,7 +335,7 @@ def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True,
     Nothing is followed through a symlink. `count_all` also sizes what is not a checkpoint (needed
     for a quota on the whole root).
     """
-    zips = zips or ZipCache()
+    zips = ZipCache() if zips is None else zips
     root = Path(root)
     now = time.time()
     experiments: list[Experiment] = []
@@ -377,14 +377,14 @@ def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True,
                 continue
             m = STEP_DIR_RE.match(entry.name)
             if m:
-                hit = cache.get(path) if cache else None
+                hit = cache.get(path) if cache is not None else None
                 if hit:
                     info, links = hit
                 else:
                     links = []
                     stats = tree_stats(path, links, keep_entries=True)
                     info = inspect_step(path, int(m.group(1)), zips, stats=stats)
-                    if cache:
+                    if cache is not None:
                         cache.put(info, stats, links, now)
                 symlinks.extend(links)
                 total += info.bytes
@@ -401,6 +401,6 @@ def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True,
     experiments.sort(key=lambda e: str(e.path))
     live = {str(s.path) for e in experiments for s in e.steps}
     zips.retain_steps(live)
-    if cache:
+    if cache is not None:
         cache.retain_steps(live)
     return RootScan(root, experiments, total, sorted(symlinks), errors)

@@ -124,7 +124,7 @@ class Watchdog:
                 findings.append(Finding(str(d.experiment), "error", "delete-failed",
                                         f"cannot delete {d.path}: {exc.strerror}{hint}", d.step))
                 continue
-            self.zips.forget_under(str(d.path))
+            self.zips.forget(str(d.path))
             self.counters["deleted"] += 1
             self.counters["deleted_bytes"] += fresh.bytes
             done.append({"path": str(d.path), "step": d.step, "bytes": fresh.bytes, "reason": d.reason})
