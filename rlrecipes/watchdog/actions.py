@@ -7,7 +7,6 @@ import logging
 import os
 import shutil
 import stat
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +137,3 @@ def _fsync_dir(directory: Path) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def now() -> float:
-    return time.time()
