@@ -166,7 +166,13 @@ def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: 
     with open(console, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
                                 bufsize=1, start_new_session=True, errors="replace")
-        timer = threading.Timer(timeout, _kill_group, args=(proc,))
+        fired = threading.Event()
+
+        def on_timeout() -> None:
+            fired.set()
+            _kill_group(proc)
+
+        timer = threading.Timer(timeout, on_timeout)
         timer.start()
         try:
             assert proc.stdout is not None
@@ -185,8 +191,8 @@ def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: 
                     killed = True
                     break
         finally:
-            timed_out = not timer.is_alive() and not killed and time.monotonic() - start >= timeout
             timer.cancel()
+            timed_out = fired.is_set() and not killed
             if proc.poll() is None:
                 _kill_group(proc)
         rc = proc.wait()
