@@ -22,8 +22,10 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make not i
 
 
 def make(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    # Run as a fresh make: under `make test`, MAKEFLAGS would hand the outer command-line variables down.
+    base = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     return subprocess.run(["make", "--no-print-directory", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=timeout, env=dict(os.environ, **(env or {})))
+                          timeout=timeout, env=dict(base, **(env or {})))
 
 
 def makefile_targets() -> dict[str, str]:

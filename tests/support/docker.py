@@ -75,6 +75,7 @@ class DockerEnv:
     cli: str
     compose_bin: str | None
     config_dir: Path
+    owns_daemon: bool = True
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -121,8 +122,7 @@ def docker_env():
         if _SHARED["users"] == 0:
             env = _SHARED["env"]
             _SHARED["env"] = None
-            subprocess.run(["bash", str(REPO / "scripts/ci/dockerd-stop.sh"), str(CACHE / "docker")],
-                           capture_output=True, timeout=120)
+            _stop(env)
             print("\ndocker timings: " + ", ".join(f"{k}: {v:.0f}s" for k, v in env.timings.items()))
 
 
@@ -139,6 +139,8 @@ def _start() -> DockerEnv:
 
     state = CACHE / "docker"
     start = time.monotonic()
+    # A daemon another session started on this state dir is reused and left running at the end.
+    reused = _daemon_alive(state)
     proc = subprocess.run(["bash", str(REPO / "scripts/ci/dockerd-start.sh"), str(state)],
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
@@ -153,12 +155,25 @@ def _start() -> DockerEnv:
         plugin = config_dir / "cli-plugins" / "docker-compose"
         if not plugin.exists() or plugin.stat().st_size != Path(compose_bin).stat().st_size:
             shutil.copy2(compose_bin, plugin)
-    env = DockerEnv(host=host, cli=cli, compose_bin=compose_bin, config_dir=config_dir)
+    env = DockerEnv(host=host, cli=cli, compose_bin=compose_bin, config_dir=config_dir, owns_daemon=not reused)
     env.timings["dockerd start"] = time.monotonic() - start
     try:
         env.script("bash", "scripts/ci/standin-bases.sh", str(CACHE / "standin"), timeout=900)
     except BaseException:
-        subprocess.run(["bash", str(REPO / "scripts/ci/dockerd-stop.sh"), str(state)], capture_output=True,
-                       timeout=120)
+        _stop(env)
         raise
     return env
+
+
+def _daemon_alive(state: Path) -> bool:
+    try:
+        os.kill(int((state / "dockerd.pid").read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return (state / "docker.sock").exists()
+
+
+def _stop(env: DockerEnv) -> None:
+    if env.owns_daemon:
+        subprocess.run(["bash", str(REPO / "scripts/ci/dockerd-stop.sh"), str(CACHE / "docker")],
+                       capture_output=True, timeout=120)
