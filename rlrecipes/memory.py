@@ -276,6 +276,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     critic_o = params * 8 / n_gpus if use_critic else 0.0
 
     entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff", 0) or 0)
+    flash_ce = IMAGE_FLASH_ATTN.get(run.image.name, True)  # verl then uses flash-attn's cross-entropy
 
     def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
         """lm_head output over every position (verl passes no logits_to_keep) plus what sits beside it:
@@ -286,6 +287,10 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
         out = [Term(f"{name} logits", micro * seq * arch.vocab * nbytes)]
         if backward:
             out.append(Term(f"{name} logits gradient", micro * seq * arch.vocab * nbytes))
+            if nbytes < 4 and not flash_ce:
+                # logprobs_from_logits_v2 takes a log_softmax per row in bf16/fp16; autograd keeps every
+                # row's output for backward (fp32 goes through logsumexp instead, which keeps nothing new)
+                out.append(Term(f"{name} log-softmax rows kept for backward", micro * response * arch.vocab * nbytes))
         if entropy:
             out.append(Term(f"{name} entropy temporaries", 2 * micro * response * arch.vocab * nbytes))
         return out
@@ -366,20 +371,24 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
         state = resident("")
         if actor_param_off:  # HF generate runs the actor's FSDP module: it is loaded for the rollout
             state = [Term("actor weights", actor_w) if t.name == "actor weights" else t for t in state]
-        # verl wraps generate in FSDP.summon_full_params(writeback=False): a full copy in the compute dtype.
-        state = [*state, ctx, Term("full parameters (summon_full_params)", (params + lora) * BYTES.get(prec.rollout, 4))]
+        state = [*state, ctx]
         hidden = g * prompt * arch.hidden * nbytes
-        # prefill, per layer: attention (eager: scores before/after softmax; K/V repeated to every head; Q)
-        # or the MLP (gate/up/activation outputs), whichever is bigger, beside the prompt's KV cache
-        attn = (g * arch.heads * prompt * prompt * nbytes * 2 if eager else 0) \
+        # prefill, per layer: attention (eager: score-sized buffers, 3 alive at the peak as measured; Q and
+        # K/V repeated to every head) or the MLP (gate/up/activation outputs), whichever is bigger, beside
+        # the prompt's KV cache
+        attn = (g * arch.heads * prompt * prompt * nbytes * 3 if eager else 0) \
             + 3 * g * arch.heads * prompt * arch.head_dim * nbytes
         mlp = 3 * g * prompt * arch.intermediate * nbytes
         transient = Term("prefill attention scores + heads (eager)" if eager and attn >= mlp else
                          ("prefill attention" if attn >= mlp else "prefill MLP activations"), max(attn, mlp) + hidden)
+        # end of decoding: the full KV cache, plus one layer's K/V repeated to every attention head
+        # (transformers' repeat_kv: SDPA and eager expand GQA heads whenever there is a padding mask)
         moment, terms = peak(
             ("prefill", [*state, Term(f"KV cache ({g} sequences x {prompt} prompt tokens)", kv_token * prompt),
                          transient]),
             ("end of decoding", [*state, Term(f"KV cache (HF generate, {g} sequences x {seq} tokens)", kv_token * seq),
+                                 Term("one layer's K/V repeated to every head",
+                                      kv_token * seq / arch.layers * arch.heads / arch.kv_heads),
                                  Term("sampling logits (last token, fp32)", g * arch.vocab * 4 * 3)]))
         phases["rollout"], moments["rollout"] = terms, moment
         record("rollout")
