@@ -73,13 +73,14 @@ COPY scripts/patch_verl_p40.py /opt/rlrecipes/scripts/patch_verl_p40.py
 RUN python3 /opt/rlrecipes/scripts/patch_verl_p40.py \
     && python3 /opt/rlrecipes/scripts/patch_verl_p40.py --check
 
-# Optional NVIDIA apex for sm_61 (see WITH_APEX above).
+# Optional NVIDIA apex for sm_61 (see WITH_APEX above): --cpp_ext --cuda_ext through apex's APEX_CPP_EXT /
+# APEX_CUDA_EXT switches (setup.py of 25.09), which, unlike --config-settings, also work with Ubuntu 22.04's pip 22.
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${WITH_APEX}" != 1 ]; then echo "WITH_APEX=0: no apex"; exit 0; fi; \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then echo "WITH_APEX=1 needs torch; SKIP_GPU_WHEELS=1 skips it"; exit 0; fi; \
     git clone --depth 1 --branch "${APEX_REF}" https://github.com/NVIDIA/apex /tmp/apex \
-    && TORCH_CUDA_ARCH_LIST=6.1 MAX_JOBS="$(nproc)" pip install --no-build-isolation \
-        --config-settings "--build-option=--cpp_ext" --config-settings "--build-option=--cuda_ext" /tmp/apex \
+    && TORCH_CUDA_ARCH_LIST=6.1 MAX_JOBS="$(nproc)" APEX_CPP_EXT=1 APEX_CUDA_EXT=1 \
+        pip install --no-build-isolation /tmp/apex \
     && rm -rf /tmp/apex
 
 # Fail the build, not the first training step, when the stack does not hold together.
