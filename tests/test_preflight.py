@@ -619,3 +619,38 @@ def test_env_block_with_inventory(capsys):
     main(["env", "--gpu-inventory", str(INV / "p40x1.json")])
     text = capsys.readouterr().out
     assert "- driver: 535.183.01" in text and "0: Tesla P40, 24576 MiB, sm_61" in text and "not installed: " in text
+
+
+def test_nvml_reader_against_the_api_shape(monkeypatch):
+    """from_nvml with nvidia-ml-py's functions answering as an H200 + P40 host would (names as bytes
+    from old bindings, memory in bytes, CUDA version as 12080); the real library has these names."""
+    import types
+
+    import pynvml as real
+
+    calls = []
+    devices = [("NVIDIA H200", 143771 * 2**20, (9, 0), "GPU-1111"), (b"Tesla P40", 24576 * 2**20, (6, 1), b"GPU-2222")]
+    fake = types.SimpleNamespace(
+        NVMLError=real.NVMLError,
+        nvmlInit=lambda: calls.append("init"),
+        nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlSystemGetDriverVersion=lambda: b"580.159.04",
+        nvmlSystemGetCudaDriverVersion_v2=lambda: 13000,
+        nvmlDeviceGetCount=lambda: len(devices),
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: devices[h][0],
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=devices[h][1], used=0, free=devices[h][1]),
+        nvmlDeviceGetCudaComputeCapability=lambda h: devices[h][2],
+        nvmlDeviceGetUUID=lambda h: devices[h][3],
+    )
+    for name in vars(fake):
+        assert hasattr(real, name), name
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    from rlrecipes.preflight.inventory import from_nvml
+
+    inv_ = from_nvml()
+    assert calls == ["init", "shutdown"]
+    assert inv_.driver_version == "580.159.04" and inv_.cuda_driver_version == "13.0"
+    assert [(g.name, g.memory_mib, g.compute_capability, g.uuid) for g in inv_.gpus] == [
+        ("NVIDIA H200", 143771, "9.0", "GPU-1111"), ("Tesla P40", 24576, "6.1", "GPU-2222")]
+    assert inv_.lowest_cc().name == "Tesla P40" and inv_.smallest().name == "Tesla P40"
