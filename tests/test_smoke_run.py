@@ -154,3 +154,11 @@ def test_launch_reports_a_normal_exit(tmp_path):
     result = sr.launch(cmd, dict(os.environ), tmp_path / "console.log", None, timeout=60, echo=None)
     assert (result.rc, result.killed, result.timed_out) == (3, False, False)
     assert sr.parse_steps(result.text) == {1: {"actor/pg_loss": 0.1}}
+
+
+def test_default_work_dir_prefers_smoke_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("SMOKE_DIR", str(tmp_path / "s"))
+    assert sr.default_work_dir() == tmp_path / "s"
+    monkeypatch.delenv("SMOKE_DIR")
+    expected = "/workspace/smoke" if os.path.isdir("/workspace") and os.access("/workspace", os.W_OK) else "runs/smoke"
+    assert sr.default_work_dir() == Path(expected)

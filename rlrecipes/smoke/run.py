@@ -334,10 +334,20 @@ def format_table(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
+def default_work_dir() -> Path:
+    """$SMOKE_DIR, else /workspace/smoke inside the images (the runtime volume), else runs/smoke."""
+    if os.environ.get("SMOKE_DIR"):
+        return Path(os.environ["SMOKE_DIR"])
+    if os.path.isdir("/workspace") and os.access("/workspace", os.W_OK):
+        return Path("/workspace/smoke")
+    return Path("runs/smoke")
+
+
 def smoke_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--work", type=Path, default=Path("runs/smoke"),
+    parser.add_argument("--work", type=Path, default=None,
                         help="working directory: assets/, checkpoints/, logs/, merged/, summary.json "
-                             "(default: runs/smoke)")
+                             "(default: $SMOKE_DIR, else /workspace/smoke where /workspace is writable, "
+                             "else runs/smoke); the run's own checkpoints there are deleted first")
     parser.add_argument("--assets", type=Path, default=None,
                         help="smoke-assets output to use (default: build it under WORK/assets)")
     parser.add_argument("--recipe", action="append", choices=SMOKE_RECIPES, default=None,
@@ -352,7 +362,7 @@ def smoke_arguments(parser: argparse.ArgumentParser) -> None:
 def smoke(args: argparse.Namespace) -> int:
     from rlrecipes.smoke.assets import build_assets
 
-    work = args.work.resolve()
+    work = (args.work or default_work_dir()).resolve()
     work.mkdir(parents=True, exist_ok=True)
     profile = args.profile or detect_profile()
     python = sys.executable
