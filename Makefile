@@ -108,13 +108,13 @@ resume: ## repair the checkpoint tracker of RECIPE, then train (continues at the
 	$(STAGE_ENV) scripts/in-image.sh resume $(ARGS)
 
 merge: ## merge RUN's latest checkpoint into a Hugging Face model under MODELS_DIR/RUN-merged
-	$(STAGE_ENV) scripts/in-image.sh merge $(CKPT_DIR)/$(RUN) --out $(MODELS_DIR)/$(RUN)-merged $(ARGS)
+	$(STAGE_ENV) scripts/in-image.sh merge $(CKPT_DIR)/$(RUN) --recipe $(RECIPE) --out $(MODELS_DIR)/$(RUN)-merged $(ARGS)
 
 eval: ## lm-eval GSM8K on the merged RUN against its base model
-	$(STAGE_ENV) scripts/in-image.sh eval $(MODELS_DIR)/$(RUN)-merged $(ARGS)
+	$(STAGE_ENV) scripts/in-image.sh eval $(MODELS_DIR)/$(RUN)-merged --fast-data $(DATA_DIR)/gsm8k/test.parquet $(ARGS)
 
-report: env ## plots and a one-page report from RUN's logs
-	$(RLRECIPES) report $(LOG_DIR)/$(RUN) --out reports/$(RUN) $(ARGS)
+report: ## plots + report.md/html from RUN's logs into ./reports/RUN (after eval: ARGS='--eval /workspace/models/RUN-merged/eval')
+	$(STAGE_ENV) GPUS=none scripts/in-image.sh report $(LOG_DIR)/$(RUN) --out /workspace/reports/$(RUN) $(ARGS)
 
 monitor: ## watch GPU use with nvitop (ARGS=--once prints once)
 	$(STAGE_ENV) scripts/in-image.sh nvitop $(ARGS)

@@ -99,7 +99,23 @@ stage_resume_check() {
 
 stage_train() {
     need_recipe
-    stage_preflight
+    # Preflight sees the same overrides as the launch; it writes the environment the launch needs
+    # (e.g. WANDB_MODE=offline when wandb has no credentials) instead of letting verl crash later.
+    local env_file="$LOG_DIR/$RECIPE/launch.env"
+    mkdir -p "$LOG_DIR/$RECIPE"
+    stage_preflight --env-file "$env_file" "$@"
+    if [ -f "$env_file" ]; then
+        set -a
+        # shellcheck disable=SC1090
+        . "$env_file"
+        set +a
+    fi
+    if [ -n "${RAY_ADDRESS:-}" ]; then
+        # An existing Ray cluster: check it has nnodes x GPUs before verl's ray.init joins it.
+        local -a prof
+        mapfile -t prof < <(profile_args)
+        rlrecipes cluster "$RECIPE" "${prof[@]}" --wait "${CLUSTER_WAIT:-0}" "$@"
+    fi
     local launcher="$RLRECIPES_HOME/recipes/$RECIPE.sh"
     if [ -n "$PROFILE" ]; then
         # Another profile than the recipe's own: render a run directory with its launcher.

@@ -22,12 +22,16 @@ from rlrecipes.recipe import resolve
 print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).image.tag)' "$RECIPE" "$PROFILE")}
 
 # The same named volumes as compose.yaml (project name "rlrecipes"), so make and compose share state.
-args=(--rm --gpus "${GPUS:-all}" --shm-size "${SHM_SIZE:-16g}"
+args=(--rm --shm-size "${SHM_SIZE:-16g}"
       --ulimit memlock=-1 --ulimit stack=67108864
       -e RECIPE="$RECIPE" -e PROFILE="$PROFILE"
       -v rlrecipes_data:/workspace/data -v rlrecipes_models:/workspace/models
       -v rlrecipes_checkpoints:/workspace/checkpoints -v rlrecipes_hf-cache:/workspace/hf-cache
       -v rlrecipes_logs:/workspace/logs)
+# GPUS=none runs a CPU-only stage (report) in the image on a host without the NVIDIA runtime.
+if [ "${GPUS:-all}" != none ]; then args+=(--gpus "${GPUS:-all}"); fi
+# Reports land on the host, beside the repository.
+if [ "$stage" = report ]; then mkdir -p "$repo/reports"; args+=(-v "$repo/reports:/workspace/reports"); fi
 if [ -f "$repo/.env" ]; then args+=(--env-file "$repo/.env"); fi
 if [ -t 0 ] && [ -t 1 ]; then args+=(-it); fi
 
