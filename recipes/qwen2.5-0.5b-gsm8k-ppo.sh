@@ -45,6 +45,7 @@ python3 -m verl.trainer.main_ppo \
     critic.model.fsdp_config.param_offload=false \
     critic.model.fsdp_config.optimizer_offload=true \
     critic.model.enable_gradient_checkpointing=true \
+    +critic.model.override_config._attn_implementation=eager \
     +actor_rollout_ref.actor.fsdp_config.model_dtype=fp32 \
     '+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}' \
     +actor_rollout_ref.ref.fsdp_config.model_dtype=fp32 \

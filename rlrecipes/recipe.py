@@ -266,6 +266,8 @@ def _version_keys(verl: str) -> dict[str, str]:
         return {
             # FACTS: the key without the underscore is NOT honoured by 0.5.0
             "attn": "+actor_rollout_ref.model.override_config._attn_implementation",
+            # honoured once the P40 patch reads the critic's override_config (released 0.5.0 hard-codes FA2)
+            "critic_attn": "+critic.model.override_config._attn_implementation",
             "reward_path": "custom_reward_function.path",
             "reward_name": "custom_reward_function.name",
             "reward_kwargs": "+custom_reward_function.reward_kwargs",
@@ -273,6 +275,7 @@ def _version_keys(verl: str) -> dict[str, str]:
         }
     return {
         "attn": "+actor_rollout_ref.model.override_config.attn_implementation",
+        "critic_attn": "+critic.model.override_config.attn_implementation",
         "reward_path": "reward.custom_reward_function.path",
         "reward_name": "reward.custom_reward_function.name",
         "reward_kwargs": "+reward.custom_reward_function.reward_kwargs",
@@ -314,6 +317,7 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
         if "optimizer" in profile.offload:
             out[f"{critic_fsdp}.optimizer_offload"] = profile.offload["optimizer"]
         out["critic.model.enable_gradient_checkpointing"] = profile.gradient_checkpointing
+        out[keys["critic_attn"]] = profile.attention
     if profile.dtype == "fp32" and verl.startswith("0.5."):
         # 0.5.0 computes in bf16 unless told otherwise; these are its config-level FP32 switches
         # (FACTS.md); the autocast sites that config cannot reach are patched in the P40 image.

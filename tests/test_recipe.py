@@ -75,6 +75,7 @@ def test_p40_recipe_is_fp32_eager_hf_with_critic():
     assert run.get("actor_rollout_ref.rollout.name") == "hf"
     # 0.5.0 honours only the underscored attention key (FACTS.md)
     assert run.overrides["+actor_rollout_ref.model.override_config._attn_implementation"] == "eager"
+    assert run.overrides["+critic.model.override_config._attn_implementation"] == "eager"
     assert run.get("actor_rollout_ref.actor.fsdp_config.model_dtype") == "fp32"
     assert run.get("critic.model.fsdp_config.mixed_precision") == {
         "param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
