@@ -99,9 +99,9 @@ model: env ## download RECIPE's base model into MODELS_DIR (honours HF_TOKEN, HF
 preflight: ## check GPUs, memory, disk, shm, model and data for RECIPE (in its image)
 	$(STAGE_ENV) scripts/in-image.sh preflight $(ARGS)
 
-train: ## train RECIPE in its image (preflight, then the launcher; resumes from the last checkpoint)
+train: ## train RECIPE in its image: data and model if missing, resume-check, preflight, the launcher
 	scripts/require-gpu.sh train
-	$(STAGE_ENV) scripts/in-image.sh train $(ARGS)
+	$(STAGE_ENV) scripts/in-image.sh run $(ARGS)
 
 resume: ## repair the checkpoint tracker of RECIPE, then train (continues at the last complete step)
 	scripts/require-gpu.sh resume

@@ -99,7 +99,7 @@ def test_make_n_train_shows_the_commands():
     lines = proc.stdout.strip().splitlines()
     assert lines[0] == "scripts/require-gpu.sh train"
     assert "RECIPE=qwen2.5-0.5b-gsm8k-ppo" in lines[1] and "GPUS=1" in lines[1]
-    assert lines[1].endswith("scripts/in-image.sh train trainer.total_epochs=2")
+    assert lines[1].endswith("scripts/in-image.sh run trainer.total_epochs=2")
 
 
 def test_profile_is_passed_only_when_set():
