@@ -602,7 +602,13 @@ def test_a_watchdog_that_may_not_delete_says_so_loudly(public_tmp, disk):
     status_dir = base / "status"
     status_dir.mkdir()
     os.chown(status_dir, 10001, 10001)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # The checkout may sit in a directory only root can enter (a CI clone in `mktemp -d`, mode 0700):
+    # give the unprivileged user its own readable copy of the package.
+    src = base / "src"
+    shutil.copytree(REPO / "rlrecipes", src / "rlrecipes", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in [src, *src.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    env = dict(os.environ, PYTHONPATH=str(src))
 
     def drop():
         os.setgid(10001)
