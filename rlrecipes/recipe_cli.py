@@ -127,7 +127,10 @@ def _print_plan(p: dict, show_memory: bool) -> None:
     for warning in p["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
     console.print("[bold]command:[/]")
-    print(" \\\n    ".join(p["command"]))
+    from rlrecipes.overrides import shell_word
+
+    head, overrides = p["command"][:3], p["command"][3:]
+    print(" \\\n    ".join([" ".join(head)] + [shell_word(o) for o in overrides]))
 
 
 # -------------------------------------------------------------------------------------- render
