@@ -410,7 +410,7 @@ class ResolvedRun:
         return [ov.format_override(k, v) for k, v in self.overrides.items()]
 
 
-def _loggers(recipe: Recipe, verl: str) -> list[str]:
+def base_loggers(recipe: Recipe, verl: str) -> list[str]:
     loggers = list(recipe.loggers)
     if verl.startswith("0.5.") and "file" in loggers:
         # 0.5.0 has no file logger; its console output is tee'd to LOG_DIR by the launcher instead.
@@ -419,7 +419,7 @@ def _loggers(recipe: Recipe, verl: str) -> list[str]:
 
 
 def logger_value(recipe: Recipe, verl: str, wandb: bool) -> list[str]:
-    loggers = _loggers(recipe, verl)
+    loggers = base_loggers(recipe, verl)
     return loggers + ["wandb"] if wandb and recipe.wandb == "auto" else loggers
 
 
