@@ -454,7 +454,7 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
             merged[key] = value
             sources[bare] = source
 
-    probe = {**recipe.verl, **{ov.bare_key(k): v for k, v in cli.items()}}
+    probe = {ov.bare_key(k): v for layer in (prof.verl, recipe.verl, cli) for k, v in layer.items()}
     estimator = probe.get("algorithm.adv_estimator", "gae")
     uses_critic = bool(probe["critic.enable"]) if probe.get("critic.enable") is not None else estimator == "gae"
     lora = int(probe.get("actor_rollout_ref.model.lora_rank", 0) or 0) > 0
