@@ -246,7 +246,7 @@ def _connect(address: str, kwargs: dict[str, Any], config_prefix: str, wait_s: f
             hint="resource settings belong to `ray start` when RAY_ADDRESS is set; add the override"
                  + "".join(f" {config_prefix}{k}=null" for k in set_keys)) from None
     except ConnectionError as exc:
-        raise StageFailed(f"cannot reach a Ray cluster at {address}: {error}",
+        raise StageFailed(f"cannot reach a Ray cluster at {address}: {exc}",
                           hint="start one with `make ray-head` (and `make ray-worker HEAD=host:port` on the "
                                "other hosts); run this on a node of that cluster") from None
 

@@ -86,6 +86,23 @@ def test_no_address_is_a_clear_error(monkeypatch):
 
 
 # --------------------------------------------------------------------------- real Ray cluster
+def test_a_cluster_that_refuses_ray_init_is_a_clear_stage_failure(monkeypatch):
+    """The GCS port answers but ray.init cannot connect (a dying head, a version mismatch)."""
+    import ray
+
+    from rlrecipes import cluster
+
+    monkeypatch.setattr(cluster, "_probe", lambda address, wait_s: None)
+
+    def refuse(*args, **kwargs):
+        raise ConnectionError("GCS at 127.0.0.2:6379 did not answer")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(StageFailed) as info:
+        check_cluster(resolve("qwen2.5-3b-gsm8k-grpo-lora", env={}), address="127.0.0.2:6379")
+    assert "cannot reach a Ray cluster at 127.0.0.2:6379: GCS at 127.0.0.2:6379 did not answer" in str(info.value)
+
+
 def _free_ports(count: int) -> list[int]:
     socks = []
     try:
