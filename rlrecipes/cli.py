@@ -14,7 +14,7 @@ import sys
 import textwrap
 
 from rlrecipes import __version__
-from rlrecipes.errors import EXIT_INVALID, RecipeError
+from rlrecipes.errors import RecipeError
 
 # name -> (module, function, one-line help, examples)
 COMMANDS: dict[str, tuple[str, str, str, str]] = {

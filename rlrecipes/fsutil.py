@@ -44,6 +44,18 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = Non
     atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
+def human_bytes(value: float | None) -> str:
+    """1536 -> '1.5 KiB'; whole bytes without decimals; None -> 'unknown'."""
+    if value is None:
+        return "unknown"
+    n = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:

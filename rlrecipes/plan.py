@@ -4,8 +4,6 @@ ResolvedRun (plus the dataset manifest when the data stage has run)."""
 from __future__ import annotations
 
 import json
-import math
-from pathlib import Path
 from typing import Any
 
 from rlrecipes.models import Architecture, arch_for_hub_id, arch_from_config, lora_param_count, param_count
@@ -142,13 +140,3 @@ def build_plan(run: ResolvedRun) -> dict[str, Any]:
         "command": ["python3", "-m", "verl.trainer.main_ppo", *run.hydra_overrides()],
         "warnings": run.warnings,
     }
-
-
-def human_bytes(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    units = ["B", "KiB", "MiB", "GiB", "TiB"]
-    power = min(int(math.log(max(value, 1), 1024)), len(units) - 1)
-    return f"{value / 1024 ** power:.1f} {units[power]}"
-
-

@@ -80,7 +80,7 @@ def _print_plan(p: dict, show_memory: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rlrecipes.plan import human_bytes
+    from rlrecipes.fsutil import human_bytes
 
     console = Console(width=max(100, Console().width))
     hw, b, s, c = p["hardware"], p["batch"], p["schedule"], p["checkpoints"]

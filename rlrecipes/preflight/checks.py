@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlrecipes.fsutil import human_bytes
 from rlrecipes.memory import GIB, IMAGE_FLASH_ATTN, MemoryEstimate, estimate_memory, lookup, precision
 from rlrecipes.preflight.host import HostFacts
 from rlrecipes.preflight.inventory import Gpu, Inventory
@@ -92,12 +93,6 @@ def _cc_text(cc: tuple[int, int]) -> str:
 
 def _engine(run: ResolvedRun) -> str:
     return str(run.get("actor_rollout_ref.rollout.name", run.profile.rollout))
-
-
-def _bytes(n: float | None) -> str:
-    from rlrecipes.plan import human_bytes
-
-    return human_bytes(n)
 
 
 def _no_gpu(name: str, ctx: Context) -> Check | None:
@@ -429,7 +424,7 @@ def check_disk(ctx: Context) -> Check:
     if one and saves:
         existing, existing_n = _existing_checkpoint_bytes(run.ckpt_dir)
         ckpt_need = max(0.0, (kept + 1) * one - existing)
-        label = f"{kept} kept + 1 in flight x {_bytes(one)}"
+        label = f"{kept} kept + 1 in flight x {human_bytes(one)}"
         if existing_n:
             label += f", {existing_n} already on disk"
         needs.setdefault(str(run.ckpt_dir), []).append((f"checkpoints ({label})", ckpt_need))
@@ -463,13 +458,13 @@ def check_disk(ctx: Context) -> Check:
     for facts, items in by_fs.values():
         need = sum(b for _, b in items)
         free = facts.free_bytes
-        source = f"{facts.checked} has {_bytes(free)} free"
+        source = f"{facts.checked} has {human_bytes(free)} free"
         wd = host.watchdog
         if wd and wd.get("quota_bytes") is not None and facts.path == str(run.ckpt_dir):
             room = wd["quota_bytes"] - (wd.get("root_bytes") or 0)
             if room < free:
-                free, source = room, f"the watchdog's quota leaves {_bytes(room)} ({wd['status']})"
-        parts = " + ".join(f"{what} {_bytes(b)}" for what, b in items if b > 0)
+                free, source = room, f"the watchdog's quota leaves {human_bytes(room)} ({wd['status']})"
+        parts = " + ".join(f"{what} {human_bytes(b)}" for what, b in items if b > 0)
         if need > free:
             fix = "free space or mount a bigger volume"
             if one and saves:
@@ -477,12 +472,12 @@ def check_disk(ctx: Context) -> Check:
                 fix += (f", or keep fewer checkpoints: trainer.max_actor_ckpt_to_keep={fit}" if fit >= 1 else
                         ", or save less often (trainer.save_freq)")
                 fix += "; run the watchdog (rlrecipes watchdog --keep-last K) to prune across restarts"
-            check = Check("disk", FAIL, f"needs {_bytes(need)} ({parts}) but {source}", fix)
+            check = Check("disk", FAIL, f"needs {human_bytes(need)} ({parts}) but {source}", fix)
         elif need > 0.8 * free:
-            check = Check("disk", WARN, f"needs {_bytes(need)} ({parts}), {source}: under 20% headroom",
+            check = Check("disk", WARN, f"needs {human_bytes(need)} ({parts}), {source}: under 20% headroom",
                           "free space, or lower trainer.max_actor_ckpt_to_keep")
         else:
-            check = Check("disk", PASS, f"needs {_bytes(need)} ({parts}); {source}")
+            check = Check("disk", PASS, f"needs {human_bytes(need)} ({parts}); {source}")
         order = {PASS: 0, WARN: 1, FAIL: 2}
         if worst is None or order[check.status] > order[worst.status]:
             worst = check
@@ -497,7 +492,7 @@ def check_shm(ctx: Context) -> Check:
     if size is None:
         return Check("shm", FAIL if n_gpus > 1 else WARN, f"{host.shm_path} is missing: Ray's object store falls back "
                      "to /tmp" + (" and NCCL cannot use shared memory" if n_gpus > 1 else ""), fix)
-    text = _bytes(size)
+    text = human_bytes(size)
     if size < SHM_FAIL_BYTES:
         if n_gpus > 1:
             return Check("shm", FAIL, f"{host.shm_path} is {text} (Docker's default is 64 MB): NCCL between {n_gpus} GPUs "
@@ -542,23 +537,23 @@ def host_ram_need(run: ResolvedRun) -> tuple[float, list[str]]:
     if _engine(run) in ("vllm", "sglang"):
         parts.append((f"{per_node} rollout server(s)", per_node * ENGINE_RAM_BYTES))
     parts.append(("Ray head, driver, dataloader", 4 * GIB))
-    return sum(b for _, b in parts), [f"{what} {_bytes(b)}" for what, b in parts]
+    return sum(b for _, b in parts), [f"{what} {human_bytes(b)}" for what, b in parts]
 
 
 def check_host_ram(ctx: Context) -> Check:
     host = ctx.host
     need, parts = host_ram_need(ctx.run)
     if host.ram_total_bytes is None:
-        return Check("host-ram", WARN, f"host RAM unknown; the run needs ~{_bytes(need)}", "")
-    detail = f"~{_bytes(need)} ({', '.join(parts)})"
+        return Check("host-ram", WARN, f"host RAM unknown; the run needs ~{human_bytes(need)}", "")
+    detail = f"~{human_bytes(need)} ({', '.join(parts)})"
     if need > host.ram_total_bytes:
-        return Check("host-ram", FAIL, f"needs {detail} but the host has {_bytes(host.ram_total_bytes)}",
+        return Check("host-ram", FAIL, f"needs {detail} but the host has {human_bytes(host.ram_total_bytes)}",
                      "turn offloading off where GPU memory allows, use fewer GPUs per node, or a bigger host")
     available = host.ram_available_bytes or host.ram_total_bytes
     if need > available:
-        return Check("host-ram", WARN, f"needs {detail}; {_bytes(available)} of {_bytes(host.ram_total_bytes)} is "
+        return Check("host-ram", WARN, f"needs {detail}; {human_bytes(available)} of {human_bytes(host.ram_total_bytes)} is "
                      "available now", "stop other processes (or the container's memory limit is too low)")
-    return Check("host-ram", PASS, f"needs {detail}; {_bytes(available)} available")
+    return Check("host-ram", PASS, f"needs {detail}; {human_bytes(available)} available")
 
 
 def check_ulimits(ctx: Context) -> Check:
@@ -572,10 +567,10 @@ def check_ulimits(ctx: Context) -> Check:
     if nofile is not None and nofile < NOFILE_ADVISED:
         problems.append(f"open files limit {nofile} < {NOFILE_ADVISED} (Ray's advice)")
     if n_gpus > 1 and host.memlock_soft is not None:
-        problems.append(f"memlock limit {_bytes(host.memlock_soft)}: NCCL wants it unlimited to pin buffers")
+        problems.append(f"memlock limit {human_bytes(host.memlock_soft)}: NCCL wants it unlimited to pin buffers")
     if problems:
         return Check("ulimits", WARN, "; ".join(problems), "compose: ulimits: {memlock: -1, nofile: 65536}")
-    memlock = "unlimited" if host.memlock_soft is None else _bytes(host.memlock_soft)
+    memlock = "unlimited" if host.memlock_soft is None else human_bytes(host.memlock_soft)
     return Check("ulimits", PASS, f"open files {nofile or 'unlimited'}, memlock {memlock}")
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
 from rlrecipes.watchdog.actions import HOG_KINDS
-from rlrecipes.watchdog.policy import Retention, human, parse_size
+from rlrecipes.fsutil import human_bytes
+from rlrecipes.watchdog.policy import Retention, parse_size
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
 from rlrecipes.watchdog.runner import resume_check as check_trackers
 from rlrecipes.watchdog.status import health, read_status
@@ -113,8 +114,8 @@ def watchdog(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     dog = Watchdog(cfg)
     _check_writable(dog.status_path.parent, cfg.dry_run)
-    budget = (f"quota {human(cfg.quota_bytes)}" if cfg.quota_bytes is not None
-              else f"min free {human(cfg.min_free_bytes)}" if cfg.min_free_bytes is not None else "no budget")
+    budget = (f"quota {human_bytes(cfg.quota_bytes)}" if cfg.quota_bytes is not None
+              else f"min free {human_bytes(cfg.min_free_bytes)}" if cfg.min_free_bytes is not None else "no budget")
     log.info("watching %s: keep last %d%s, %s, grace %.0fs, status %s%s", dog.root, cfg.retention.keep_last,
              f" and every {cfg.retention.keep_every}th step" if cfg.retention.keep_every else "", budget,
              cfg.retention.grace_s, dog.status_path, " (dry run)" if cfg.dry_run else "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlrecipes.fsutil import human_bytes
 from rlrecipes.watchdog.layout import Experiment, StepDir
 
 # Step states (also the `state` label of the metrics).
@@ -224,20 +225,11 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
     if room < out.need_bytes:
         out.findings.append(Finding(
             "", "error", "budget-exceeded",
-            f"the budget cannot hold the next checkpoint: it needs {human(out.need_bytes)}, only "
-            f"{human(max(room, 0))} is left after deleting every checkpoint but the newest complete one"
-            + (f" ({human(-room)} over budget already)" if room < 0 else "")
+            f"the budget cannot hold the next checkpoint: it needs {human_bytes(out.need_bytes)}, only "
+            f"{human_bytes(max(room, 0))} is left after deleting every checkpoint but the newest complete one"
+            + (f" ({human_bytes(-room)} over budget already)" if room < 0 else "")
             + "; free space, raise the quota or lower --min-free before the next save fails"))
     return out
-
-
-def human(n: int | float) -> str:
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
 
 
 _UNITS = {

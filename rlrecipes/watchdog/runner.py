@@ -12,7 +12,8 @@ from pathlib import Path
 
 from rlrecipes.watchdog import actions
 from rlrecipes.watchdog.layout import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
-from rlrecipes.watchdog.policy import Finding, Plan, Retention, human, plan
+from rlrecipes.fsutil import human_bytes
+from rlrecipes.watchdog.policy import Finding, Plan, Retention, plan
 from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_status
 
 log = logging.getLogger("rlrecipes.watchdog")
@@ -129,7 +130,7 @@ class Watchdog:
             self.counters["deleted_bytes"] += fresh.bytes
             done.append({"path": str(d.path), "step": d.step, "bytes": fresh.bytes, "reason": d.reason})
             level = logging.INFO if d.reason == "keep-last" else logging.WARNING
-            log.log(level, "deleted %s (%s, %s)", d.path, d.reason, human(fresh.bytes))
+            log.log(level, "deleted %s (%s, %s)", d.path, d.reason, human_bytes(fresh.bytes))
         return done
 
     def _hogs(self) -> list[dict]:
