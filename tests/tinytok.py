@@ -1,5 +1,6 @@
-"""A tiny Qwen-style tokenizer built on the spot (no hub): byte-level BPE, Qwen's special tokens and a
-Qwen2.5-style chat template, saved with transformers' PreTrainedTokenizerFast.save_pretrained.
+"""A tiny Qwen-style tokenizer built on the spot (no hub): the smoke assets' byte-level BPE builder
+(rlrecipes.smoke.assets.build_tokenizer) with a small corpus and Qwen2.5's default system prompt, saved
+with save_pretrained.
 
     from tinytok import build_tokenizer
     tok_dir = build_tokenizer(tmp_path / "tok")            # -> Path, loadable with AutoTokenizer
@@ -13,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+from rlrecipes.smoke.assets import SPECIAL_TOKENS as _SPECIAL
+
+# test_preflight writes tokenizer.json without importing transformers (slow here); same tokens.
+SPECIAL_TOKENS = list(_SPECIAL)
 
 # Qwen2.5's template without the tool-calling branches: a default system turn, <|im_start|>role ...
 # <|im_end|> per message, and the assistant header as the generation prompt.
@@ -43,27 +47,8 @@ DEFAULT_CORPUS = [
 
 
 def build_tokenizer(out_dir: str | Path, corpus: Iterable[str] | None = None, vocab_size: int = 400) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from rlrecipes.smoke.assets import build_tokenizer as train
 
     out = Path(out_dir)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(list(corpus if corpus is not None else DEFAULT_CORPUS), trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-        chat_template=CHAT_TEMPLATE,
-        model_max_length=32768,
-    )
-    fast.save_pretrained(str(out))
+    train(list(corpus if corpus is not None else DEFAULT_CORPUS), vocab_size, CHAT_TEMPLATE).save_pretrained(str(out))
     return out

@@ -81,8 +81,8 @@ def synthetic_problems(n: int, seed: int) -> list[dict]:
     return rows
 
 
-def build_tokenizer(corpus: list[str], vocab_size: int = TOKENIZER_VOCAB):
-    """A byte-level BPE tokenizer trained on `corpus`, with Qwen's chat special tokens and template
+def build_tokenizer(corpus: list[str], vocab_size: int = TOKENIZER_VOCAB, chat_template: str = CHAT_TEMPLATE):
+    """A byte-level BPE tokenizer trained on `corpus`, with Qwen's chat special tokens and a chat template
     (a transformers PreTrainedTokenizerFast; eos <|im_end|>, pad <|endoftext|>, as Qwen2.5-Instruct)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -102,7 +102,7 @@ def build_tokenizer(corpus: list[str], vocab_size: int = TOKENIZER_VOCAB):
         eos_token=IM_END,
         pad_token=ENDOFTEXT,
         additional_special_tokens=[IM_START, IM_END],
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         model_max_length=32768,
         clean_up_tokenization_spaces=False,
     )
