@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # OmegaConf's loader raises PyYAML's errors
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from rlrecipes import overrides as ov
 from rlrecipes.errors import RecipeError
@@ -66,19 +68,26 @@ def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
 
 
 def _load_yaml(path: Path) -> dict:
+    """Read a recipe or profile through OmegaConf, as verl and Hydra read their configs.
+
+    OmegaConf's loader rejects a duplicate key (PyYAML silently keeps the last one: a second
+    `profile:` moved a run to other GPUs) and reads `1e-6` as a float (PyYAML: a string).
+    Interpolations (`${...}`) are kept as written: verl resolves them.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as fh:
+            conf = OmegaConf.load(fh)
     except FileNotFoundError:
         raise RecipeError("file not found", where=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise RecipeError(f"malformed YAML: {getattr(exc, 'problem', exc)}", where=where) from None
-    if not isinstance(data, dict):
+        raise RecipeError(f"malformed YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
+    except (OmegaConfBaseException, UnicodeDecodeError) as exc:
+        raise RecipeError(f"malformed YAML: {exc}".splitlines()[0], where=str(path)) from None
+    if not isinstance(conf, DictConfig) or not len(conf):
         raise RecipeError("a recipe or profile must be a YAML mapping", where=str(path))
-    return data
+    return OmegaConf.to_container(conf, resolve=False)
 
 
 def _verl_block(block: Any, where: str) -> dict[str, Any]:

@@ -180,6 +180,35 @@ def test_malformed_yaml_names_file_and_line(home):
     assert "broken.yaml:" in str(info.value) and "malformed YAML" in str(info.value)
 
 
+def test_duplicate_key_is_an_error_with_its_line(home):
+    # PyYAML kept the last of two keys: a second `profiles:` silently moved the run elsewhere
+    path = home / "recipes" / "dup.yaml"
+    text = (home / "recipes" / "smoke-ppo.yaml").read_text()
+    path.write_text(text + "profiles: [p40-24gb]\n")
+    line = text.count("\n") + 1
+    with pytest.raises(RecipeError) as info:
+        load_recipe("dup")
+    assert "duplicate key profiles" in str(info.value)
+    assert f"dup.yaml:{line}:" in str(info.value)
+
+
+def test_duplicate_key_in_a_profile_is_an_error(home):
+    path = home / "recipes" / "profiles" / "any-1gpu.yaml"
+    path.write_text(path.read_text() + "dtype: fp16\n")
+    with pytest.raises(RecipeError, match="duplicate key dtype"):
+        resolve("smoke-ppo", env=ENV)
+
+
+def test_exponent_without_a_dot_is_a_float(home):
+    # YAML 1.1 (PyYAML) reads `1e-6` as the string '1e-6'; OmegaConf's loader reads a float
+    path = home / "recipes" / "lr.yaml"
+    text = (home / "recipes" / "smoke-ppo.yaml").read_text()
+    assert "actor_rollout_ref.actor.optim.lr: 1.0e-4" in text
+    path.write_text(text.replace("actor_rollout_ref.actor.optim.lr: 1.0e-4", "actor_rollout_ref.actor.optim.lr: 1e-6"))
+    value = load_recipe("lr").verl["actor_rollout_ref.actor.optim.lr"]
+    assert value == 1e-6 and isinstance(value, float)
+
+
 def test_unknown_recipe_suggests_close_names():
     with pytest.raises(RecipeError, match="did you mean smoke-ppo"):
         resolve("smoke-pp", env=ENV)
