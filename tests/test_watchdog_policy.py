@@ -284,6 +284,29 @@ def test_metrics_text_format():
             assert line.split("{")[0].split(" ")[0] in families
 
 
+def test_metrics_parse_back_exactly_with_prometheus_client():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    # {:g} exported 1.76455e+09 (47 minutes off) and 1.23457e+11 for these
+    status = _status(time=1764547200.5, scan_seconds=0.123456789, root_bytes=123456789012,
+                     budget={"fs_free_bytes": 2**53 + 2, "need_bytes": 7, "room_after_bytes": float("inf")},
+                     counters={"scans": 1234567, "deleted_bytes": 98765432109876},
+                     experiments=[{"name": "run", "newest_complete": 1234567, "steps": [
+                         {"state": "complete", "bytes": 10**12 + 1}]}])
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(render_metrics(status)) for s in family.samples}
+    p = "rlrecipes_watchdog_"
+    assert samples[(p + "last_scan_timestamp_seconds", ())] == 1764547200.5
+    assert samples[(p + "scan_duration_seconds", ())] == 0.123456789
+    assert samples[(p + "root_bytes", ())] == 123456789012
+    assert samples[(p + "scans_total", ())] == 1234567
+    assert samples[(p + "deleted_bytes_total", ())] == 98765432109876
+    assert samples[(p + "budget_room_bytes", ())] == float("inf")
+    assert samples[(p + "newest_complete_step", (("experiment", "run"),))] == 1234567
+    assert samples[(p + "checkpoint_bytes", (("experiment", "run"),))] == 10**12 + 1
+    assert samples[(p + "fs_free_bytes", ())] == float(2**53 + 2)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--quota", "12X"], "--quota: not a size: '12X'"),
     (["--min-free=-1G"], "--min-free: not a size"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -44,6 +45,25 @@ def _escape(value: str) -> str:
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _number(value: float) -> str:
+    """A sample value, exactly: Prometheus parses it as a float64 (Go's ParseFloat).
+
+    `{:g}` kept 6 significant digits (a timestamp of 1764547200.5 became 1.76455e+09, 47 minutes off);
+    `repr` is the shortest text that reads back as the same float. The image is stdlib-only and installs
+    no lock, so this replaces prometheus_client's `floatToGoString` rather than adding the package.
+    """
+    if isinstance(value, int):  # bool included; exact at any size
+        return str(int(value))
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
 def render_metrics(status: dict) -> str:
     """Prometheus text exposition format (version 0.0.4) of a status dict."""
     lines: list[str] = []
@@ -53,8 +73,8 @@ def render_metrics(status: dict) -> str:
         lines.append(f"# TYPE {PREFIX}_{name} {kind}")
         for labels, value in samples:
             label_text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-            lines.append(f"{PREFIX}_{name}{{{label_text}}} {value:g}" if label_text
-                         else f"{PREFIX}_{name} {value:g}")
+            lines.append(f"{PREFIX}_{name}{{{label_text}}} {_number(value)}" if label_text
+                         else f"{PREFIX}_{name} {_number(value)}")
 
     budget = status.get("budget", {})
     metric("healthy", "gauge", "1 when the last pass raised no error finding.",
