@@ -11,8 +11,9 @@
 #   RAYNODE_NUM_GPUS            GPUs this node offers (default: the entries of CUDA_VISIBLE_DEVICES when it is
 #                               set, else the count `nvidia-smi -L` lists)
 #   RAYNODE_NUM_CPUS            CPUs this node offers (default: Ray counts them; on Slurm use the allocation)
-#   RAYNODE_OBJECT_STORE_BYTES  object store size (default: half of /dev/shm, at most 30% of RAM as Ray's own
-#                               default; Ray falls back to a slow /tmp store when /dev/shm is too small)
+#   RAYNODE_OBJECT_STORE_BYTES  object store size (default: half of /dev/shm, at most 30% of RAM -- the
+#                               container's cgroup memory limit where one is set -- as Ray's own default;
+#                               Ray falls back to a slow /tmp store when /dev/shm is too small)
 #   RAYNODE_NODE_IP             address other nodes reach this one at (multi-NIC hosts, Slurm)
 #   RAYNODE_PORT                head GCS port (default 6379)
 #   RAYNODE_BLOCK               1 (default): stay in the foreground like a container's main process; 0: return
@@ -59,12 +60,27 @@ gpu_count() {
     fi
 }
 
+# The container's memory limit in bytes, empty when none: cgroup v1 first, then v2 ("max" = none), as Ray
+# reads it (ray._common.utils.get_system_memory). /proc/meminfo shows the whole host inside a container.
+cgroup_memory_limit() {
+    local root=${RAYNODE_CGROUP_ROOT:-/sys/fs/cgroup} file value
+    for file in "$root/memory/memory.limit_in_bytes" "$root/memory.max"; do
+        [ -r "$file" ] || continue
+        read -r value < "$file" || true
+        case "$value" in
+            '' | *[!0-9]*) ;;
+            *) printf '%s\n' "$value" ;;
+        esac
+        return
+    done
+}
+
 object_store_bytes() {
     if [ -n "${RAYNODE_OBJECT_STORE_BYTES:-}" ]; then
         printf '%s\n' "$RAYNODE_OBJECT_STORE_BYTES"
         return
     fi
-    local shm ram half cap
+    local shm ram limit half cap
     shm=$(df -B1 --output=size /dev/shm 2>/dev/null | tail -n 1 | tr -d ' ') || shm=0
     [ -n "$shm" ] || shm=0
     if [ "$shm" -lt "$MIN_SHM_BYTES" ]; then
@@ -72,6 +88,8 @@ object_store_bytes() {
             "--ipc=host, or set RAYNODE_OBJECT_STORE_BYTES"
     fi
     ram=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024))  # in bash: awk prints 2.5e+10
+    limit=$(cgroup_memory_limit)
+    if [ -n "$limit" ] && [ "$limit" -lt "$ram" ]; then ram=$limit; fi
     half=$((shm / 2))
     cap=$((ram * 3 / 10))
     if [ "$half" -gt "$cap" ]; then half=$cap; fi

@@ -31,6 +31,7 @@ class HostFacts:
     shm_bytes: int | None = None  # size of the filesystem; None: absent
     ram_total_bytes: int | None = None
     ram_available_bytes: int | None = None
+    ram_limit_source: str | None = None  # the cgroup file that set ram_total_bytes, when it did
     nofile_soft: int | None = None  # None: unlimited
     memlock_soft: int | None = None  # None: unlimited
     env: dict[str, str] = field(default_factory=dict)
@@ -70,6 +71,68 @@ def _meminfo(path: str = "/proc/meminfo") -> tuple[int | None, int | None]:
     return values.get("MemTotal"), values.get("MemAvailable")
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+@dataclass(frozen=True)
+class CgroupMemory:
+    limit_bytes: int | None  # None: no limit set
+    used_bytes: int | None  # None: not readable
+    source: str  # the file the limit came from
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None  # cgroup v2 writes "max" for no limit
+
+
+def cgroup_memory(root: str | os.PathLike = CGROUP_ROOT) -> CgroupMemory | None:
+    """The container's memory limit and use, read from the files Ray reads and in its order
+    (ray._common.utils.get_system_memory, ray._private.utils.get_used_memory): cgroup v1's
+    `memory/memory.limit_in_bytes` first, then v2's `memory.max`. Used memory is the usage minus the
+    (in)active file cache, as Ray counts it. None when neither file exists (no cgroup memory controller)."""
+    root = Path(root)
+    for limit_file, usage_file, stat_file, inactive, active in (
+        (root / "memory" / "memory.limit_in_bytes", root / "memory" / "memory.usage_in_bytes",
+         root / "memory" / "memory.stat", "total_inactive_file", "total_active_file"),
+        (root / "memory.max", root / "memory.current", root / "memory.stat", "inactive_file", "active_file"),
+    ):
+        if not limit_file.exists():
+            continue
+        used = _read_int(usage_file)
+        cache: dict[str, int] = {}
+        try:
+            for line in stat_file.read_text(encoding="ascii").splitlines():
+                key, _, value = line.partition(" ")
+                if key in (inactive, active) and value.strip().isdigit():
+                    cache[key] = int(value)
+        except (OSError, UnicodeDecodeError):
+            pass
+        if used is not None and len(cache) == 2:
+            used -= cache[inactive] + cache[active]
+        else:
+            used = None
+        return CgroupMemory(_read_int(limit_file), used, str(limit_file))
+    return None
+
+
+def host_memory(meminfo: str = "/proc/meminfo", cgroup_root: str | os.PathLike = CGROUP_ROOT
+                ) -> tuple[int | None, int | None, str | None]:
+    """(total, available, limit file): /proc/meminfo, lowered to the cgroup limit where one is set.
+    Inside a container /proc/meminfo shows the whole host; the limit is what the OOM killer enforces."""
+    total, available = _meminfo(meminfo)
+    cgroup = cgroup_memory(cgroup_root)
+    if cgroup is None or cgroup.limit_bytes is None or (total is not None and cgroup.limit_bytes >= total):
+        return total, available, None  # no limit, or v1's "unlimited" (a huge number)
+    limit = cgroup.limit_bytes
+    room = limit - cgroup.used_bytes if cgroup.used_bytes is not None else limit
+    available = max(0, room) if available is None else max(0, min(available, room))
+    return limit, available, cgroup.source
+
+
 def _limit(which: int) -> int | None:
     soft, _hard = resource.getrlimit(which)
     return None if soft == resource.RLIM_INFINITY else int(soft)
@@ -102,7 +165,8 @@ def read_watchdog_budget(ckpt_root: str | os.PathLike) -> dict | None:
 
 
 def gather_host_facts(paths: list[str | os.PathLike], shm_path: str = "/dev/shm",
-                      env: dict[str, str] | None = None, ckpt_root: str | os.PathLike | None = None) -> HostFacts:
+                      env: dict[str, str] | None = None, ckpt_root: str | os.PathLike | None = None,
+                      cgroup_root: str | os.PathLike = CGROUP_ROOT) -> HostFacts:
     env = dict(os.environ if env is None else env)
     shm = None
     try:
@@ -110,7 +174,7 @@ def gather_host_facts(paths: list[str | os.PathLike], shm_path: str = "/dev/shm"
         shm = st.f_blocks * st.f_frsize
     except OSError:
         pass
-    total, available = _meminfo()
+    total, available, limit_source = host_memory(cgroup_root=cgroup_root)
     disk = {}
     for path in paths:
         facts = disk_facts(path)
@@ -118,6 +182,7 @@ def gather_host_facts(paths: list[str | os.PathLike], shm_path: str = "/dev/shm"
             disk[str(path)] = facts
     return HostFacts(
         disk=disk, shm_path=shm_path, shm_bytes=shm, ram_total_bytes=total, ram_available_bytes=available,
+        ram_limit_source=limit_source,
         nofile_soft=_limit(resource.RLIMIT_NOFILE), memlock_soft=_limit(resource.RLIMIT_MEMLOCK),
         env={k: env[k] for k in ENV_KEYS if k in env}, wandb_netrc=wandb_netrc_login(env),
         watchdog=read_watchdog_budget(ckpt_root) if ckpt_root else None,
