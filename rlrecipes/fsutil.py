@@ -1,4 +1,9 @@
-"""Atomic file writes: a reader never sees a half-written file (temp file + fsync + rename)."""
+"""Atomic file writes: a reader never sees a half-written file (temp file + fsync + rename).
+
+The old file survives any failure (ENOSPC included): the new content goes to a temporary file beside
+it, which replaces the target only once it is whole and fsynced. `tempfile.mkstemp` creates 0600 files;
+the result gets the mode a plain `open("w")` would give (0666 minus the umask) unless a mode is asked for.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     os.close(fd)
     tmp_path = Path(tmp)
     try:
+        os.chmod(tmp_path, 0o666 & ~current_umask())
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -33,11 +39,23 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         raise
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux reports it (os.umask sets as it reads)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
         if mode is not None:
-            os.chmod(tmp, mode)
+            os.chmod(tmp, mode & ~current_umask())
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
