@@ -200,6 +200,7 @@ def _make_role(d: Path, files: list[str]) -> None:
 
 
 W2 = [f"{k}_world_size_2_rank_{r}.pt" for k in ("model", "optim", "extra_state") for r in (0, 1)] + ["fsdp_config.json"]
+W4 = [f"{k}_world_size_4_rank_{r}.pt" for k in ("model", "optim", "extra_state") for r in range(4)]
 
 
 @pytest.mark.parametrize(("case", "actor", "critic", "data", "problem"), [
@@ -210,8 +211,12 @@ W2 = [f"{k}_world_size_2_rank_{r}.pt" for k in ("model", "optim", "extra_state")
     ("no actor", None, None, True, "actor/ missing"),
     ("missing rank", [f for f in W2 if f != "optim_world_size_2_rank_1.pt"], None, True,
      "actor/: optim shards missing for ranks [1] of world size 2"),
-    ("mixed world sizes", W2 + ["model_world_size_4_rank_0.pt"], None, True,
-     "actor/: shards from several world sizes [2, 4]"),
+    # A step re-saved with another GPU count: verl loads the set of its own world size; one whole set is enough.
+    ("re-saved with 4 GPUs, both sets whole", W2 + W4, None, True, ""),
+    ("re-saved, the old set is partial", W2 + ["model_world_size_4_rank_0.pt"], None, True, ""),
+    ("two partial sets", [f for f in W2 if f != "model_world_size_2_rank_1.pt"] + ["model_world_size_4_rank_0.pt"],
+     None, True, "actor/: no whole shard set among world sizes [2, 4]: model shards missing for ranks [1] of world "
+                 "size 2; model shards missing for ranks [1, 2, 3] of world size 4"),
     ("no fsdp_config.json", [f for f in W2 if f != "fsdp_config.json"], None, True, "actor/: fsdp_config.json missing"),
     ("no model shards", [f for f in W2 if not f.startswith("model")], None, True,
      "actor/: no model_world_size_*_rank_*.pt shards"),
@@ -255,7 +260,19 @@ def _status(**kw) -> dict:
     (_status(), NOW + 119, None, True, "healthy"),  # 3 x 30 s + 30 s
     (_status(), NOW + 121, None, False, "not running"),
     (_status(), NOW + 5, 1.0, False, "not running"),
-    (_status(interval_s=None), NOW + 10_000, None, True, "healthy"),  # a --once status does not age
+    # A --once status: nothing keeps it fresh; healthy only with an explicit --max-age (it used to be forever).
+    (_status(interval_s=None), NOW + 10_000, None, False, "one-shot pass"),
+    (_status(interval_s=None), NOW + 10, 60.0, True, "healthy"),
+    (_status(interval_s=None), NOW + 61, 60.0, False, "not running"),
+    (_status(), NOW - 3600, None, False, "in the future"),
+    (_status(time="yesterday"), NOW, None, False, "malformed status: time"),
+    (_status(time=float("nan")), NOW, None, False, "malformed status: time"),
+    (_status(time=True), NOW, None, False, "malformed status: time"),
+    (_status(interval_s="30"), NOW, None, False, "one-shot"),
+    (_status(findings="none"), NOW, None, False, "malformed status: findings"),
+    (_status(findings=[1]), NOW, None, False, "malformed status: findings"),
+    (_status(healthy="yes"), NOW, None, False, "status says unhealthy"),
+    ([], NOW, None, False, "malformed status: a JSON list"),
     (_status(healthy=False, findings=[{"severity": "error", "experiment": "", "message": "budget cannot hold"}]),
      NOW, None, False, "root: budget cannot hold"),
     (_status(version=99), NOW, None, False, "unknown status version"),
@@ -314,6 +331,14 @@ def test_metrics_parse_back_exactly_with_prometheus_client():
     (["--keep-every", "0"], "--keep-every: must be a positive step count"),
     (["--interval", "0"], "--interval: must be positive"),
     (["--grace", "-1"], "--grace: must be >= 0"),
+    # NaN compares false with everything: `--grace nan` made a save being written look quiet and deleted it.
+    (["--grace", "nan"], "--grace: must be >= 0"),
+    (["--grace", "inf"], "--grace: must be >= 0"),
+    (["--interval", "inf"], "--interval: must be positive"),
+    (["--interval", "nan"], "--interval: must be positive"),
+    (["--interval", "1e300"], "--interval: must be positive"),
+    (["--metrics-port", "99999"], "--metrics-port: not a TCP port: 99999"),
+    (["--metrics-port", "-1"], "--metrics-port: not a TCP port: -1"),
     (["--watch", "ray"], "--watch: expected NAME=PATH, got 'ray'"),
 ])
 def test_watchdog_cli_rejects_bad_input(tmp_path, capsys, argv, message):

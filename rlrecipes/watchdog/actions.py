@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import shutil
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.watchdog.layout import TRACKER_NAME, WATCHDOG_DIR, tree_stats
+from rlrecipes.watchdog.layout import TRACKER_NAME, WATCHDOG_DIR, tracker_note_path, tree_stats
 
 log = logging.getLogger("rlrecipes.watchdog")
 
@@ -83,8 +84,14 @@ def empty_trash(root: Path, experiments: list[Path] = ()) -> int:
 
 
 def write_tracker(experiment: Path, step: int) -> None:
-    """Rewrite latest_checkpointed_iteration.txt atomically (temp file, fsync, rename)."""
-    atomic_write_text(experiment / TRACKER_NAME, str(step))
+    """Rewrite latest_checkpointed_iteration.txt atomically (temp file, fsync, rename), and note that the
+    watchdog wrote it: while the file stays as written, verl has written no tracker since (async_save),
+    and the watchdog keeps advancing it instead of taking newer saves for interrupted ones."""
+    path = experiment / TRACKER_NAME
+    atomic_write_text(path, str(step))
+    st = path.stat()
+    note = {"step": step, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns, "size": st.st_size}
+    atomic_write_text(tracker_note_path(experiment), json.dumps(note) + "\n")
 
 
 @dataclass

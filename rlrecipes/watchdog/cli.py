@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -13,6 +16,7 @@ from pathlib import Path
 
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
 from rlrecipes.watchdog.actions import HOG_KINDS
+from rlrecipes.watchdog.layout import WATCHDOG_DIR
 from rlrecipes.fsutil import human_bytes
 from rlrecipes.watchdog.policy import Retention, parse_size
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
@@ -22,9 +26,16 @@ from rlrecipes.watchdog.status import health, read_status
 log = logging.getLogger("rlrecipes.watchdog")
 
 
+def nonempty_path(text: str) -> Path:
+    """argparse type: Path("") is Path("."), so an empty --root would silently mean the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path (name the directory explicitly)")
+    return Path(text)
+
+
 def _root_argument(parser: argparse.ArgumentParser) -> None:
     default = os.environ.get("CKPT_DIR")
-    parser.add_argument("--root", type=Path, default=Path(default) if default else None, required=default is None,
+    parser.add_argument("--root", type=nonempty_path, default=Path(default) if default else None, required=default is None,
                         help="checkpoint root: one verl default_local_dir or a folder of them "
                              "(default: $CKPT_DIR)" if default is None else f"checkpoint root (default: {default})")
 
@@ -50,7 +61,7 @@ def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="one pass, then exit (1 when unhealthy)")
     parser.add_argument("--dry-run", action="store_true",
                         help="change no checkpoint and no tracker; report what would be done")
-    parser.add_argument("--status", type=Path, default=None, metavar="FILE",
+    parser.add_argument("--status", type=nonempty_path, default=None, metavar="FILE",
                         help="JSON status file (default <root>/.watchdog/status.json)")
     parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                         help="serve Prometheus metrics on 127.0.0.1:PORT (/metrics, /status, /healthz); off by default")
@@ -84,15 +95,44 @@ def _hogs(items: list[str]) -> list[tuple[str, str, Path]]:
     return out
 
 
+# Longest duration any flag accepts: beyond it a number is a typo (and time.time() + it overflows nothing).
+MAX_SECONDS = 365 * 24 * 3600.0
+
+
+def seconds(value: float | None, flag: str, *, positive: bool = False) -> float | None:
+    """A duration flag: finite, >= 0 (> 0 with `positive`), at most a year. NaN compares false to
+    everything, so `--grace nan` used to pass `< 0` and make every save in progress look quiet."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0) or value > MAX_SECONDS:
+        need = "positive" if positive else ">= 0"
+        raise RecipeError(f"must be {need}: a finite number of seconds up to {MAX_SECONDS:.0f}, got {value!r}",
+                          where=flag)
+    return value
+
+
+def checked_root(root: Path | None, flag: str = "--root") -> Path:
+    """The checkpoint root, refused when empty (it would be the current directory) or the filesystem root."""
+    if root is None or str(root).strip() == "":
+        raise RecipeError("empty checkpoint root", where=flag,
+                          hint="name the directory explicitly (e.g. --root /workspace/checkpoints)")
+    if os.path.realpath(root) == os.path.realpath(os.sep):
+        raise RecipeError("refusing to watch the filesystem root /", where=flag,
+                          hint="name the checkpoint directory (trainer.default_local_dir or its parent)")
+    return root
+
+
 def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
     if args.keep_last < 1:
         raise RecipeError("must be at least 1: the newest complete checkpoint is never deleted", where="--keep-last")
     if args.keep_every is not None and args.keep_every < 1:
         raise RecipeError("must be a positive step count", where="--keep-every")
-    if args.interval <= 0:
-        raise RecipeError("must be positive", where="--interval")
-    if args.grace < 0:
-        raise RecipeError("must be >= 0", where="--grace")
+    seconds(args.interval, "--interval", positive=True)
+    seconds(args.grace, "--grace")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise RecipeError(f"not a TCP port: {args.metrics_port}", where="--metrics-port",
+                          hint="use 1-65535, or 0 to pick a free one")
+    checked_root(args.root)
     if not args.root.is_dir():
         raise RecipeError("checkpoint root does not exist or is not a directory", where=str(args.root),
                           hint="create it (the trainer's trainer.default_local_dir or its parent) or mount the volume")
@@ -114,6 +154,7 @@ def watchdog(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     dog = Watchdog(cfg)
     _check_writable(dog.status_path.parent, cfg.dry_run)
+    dog.lock_file = _lock_root(dog.root, cfg.dry_run)  # held until the process exits
     budget = (f"quota {human_bytes(cfg.quota_bytes)}" if cfg.quota_bytes is not None
               else f"min free {human_bytes(cfg.min_free_bytes)}" if cfg.min_free_bytes is not None else "no budget")
     log.info("watching %s: keep last %d%s, %s, grace %.0fs, status %s%s", dog.root, cfg.retention.keep_last,
@@ -138,6 +179,40 @@ def watchdog(args: argparse.Namespace) -> int:
     dog.loop(stop)
     log.info("stopped")
     return EXIT_OK
+
+
+def _lock_root(root: Path, dry_run: bool):
+    """One watchdog per root: an exclusive flock on <root>/.watchdog/lock, held while the process lives.
+
+    Two watchdogs would race each other's deletions and tracker repairs (one deleting a step the other
+    just chose as the resume point). The kernel drops the lock when the process dies, so a crash
+    leaves no stale lock behind.
+    """
+    path = root / WATCHDOG_DIR / "lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+", encoding="utf-8")
+    except OSError as exc:
+        if dry_run:  # a dry run on a read-only root changes nothing: no lock needed
+            log.warning("cannot create %s (%s): dry run without a lock", path, exc.strerror)
+            return None
+        raise StageFailed(f"cannot create the lock file: {exc.strerror}", where=str(path),
+                          hint="the watchdog must be able to write under its root (docs/watchdog.md)") from None
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise StageFailed(f"another watchdog already watches this root ({holder})", where=str(root),
+                              hint="run one watchdog per checkpoint root; stop the other one first") from None
+        raise StageFailed(f"cannot lock {path}: {exc.strerror}", where=str(root)) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()}\n")
+    fh.flush()
+    return fh
 
 
 def _check_writable(status_dir: Path, dry_run: bool) -> None:
@@ -183,6 +258,8 @@ def resume_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 def resume_check(args: argparse.Namespace) -> int:
     _setup_logging("warning")
+    checked_root(args.root)
+    seconds(args.grace, "--grace")
     findings = check_trackers(args.root, repair=not args.check, grace_s=args.grace, zip_check=not args.no_zip_check)
     if args.json:
         print(json.dumps([f.as_dict() for f in findings], indent=2))
@@ -199,8 +276,8 @@ def resume_check(args: argparse.Namespace) -> int:
 
 def healthcheck_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--status", type=Path, metavar="FILE", help="the watchdog's status file")
-    group.add_argument("--root", type=Path, help="checkpoint root (status at <root>/.watchdog/status.json); "
+    group.add_argument("--status", type=nonempty_path, metavar="FILE", help="the watchdog's status file")
+    group.add_argument("--root", type=nonempty_path, help="checkpoint root (status at <root>/.watchdog/status.json); "
                                                  "default $CKPT_DIR")
     parser.add_argument("--max-age", type=float, default=None, metavar="S",
                         help="oldest acceptable status (default: 3 x the watchdog's interval + 30 s)")
@@ -212,14 +289,20 @@ def healthcheck(args: argparse.Namespace) -> int:
             raise RecipeError("no status file given", where="healthcheck",
                               hint="pass --status FILE or --root DIR, or set CKPT_DIR")
         args.root = Path(os.environ["CKPT_DIR"])
+    seconds(args.max_age, "--max-age", positive=True)
+    if args.status is None:
+        checked_root(args.root)
     path = args.status or default_status_path(args.root)
     try:
         status = read_status(path)
     except FileNotFoundError:
         print(f"unhealthy: {path} does not exist (watchdog not started yet?)")
         return EXIT_FAILED
-    except (OSError, ValueError) as exc:
-        print(f"unhealthy: {path}: {exc}")
+    except IsADirectoryError:
+        print(f"unhealthy: {path} is a directory, not the watchdog's status file")
+        return EXIT_FAILED
+    except (OSError, ValueError, RecursionError) as exc:
+        print(f"unhealthy: {path}: not a readable status file ({type(exc).__name__}: {str(exc)[:120]})")
         return EXIT_FAILED
     ok, reason = health(status, max_age_s=args.max_age)
     print(("healthy: " if ok else "unhealthy: ") + reason)

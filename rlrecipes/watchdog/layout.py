@@ -28,6 +28,7 @@ This module only reads. Decisions live in policy.py, side effects in actions.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -54,6 +55,25 @@ class Tracker:
     step: int | None = None
     raw: str = ""
     mtime: float | None = None
+    # True while the file is the one the watchdog itself last wrote (same inode, mtime and size):
+    # verl has not written a tracker since, as with 0.8.0's async_save, which writes none.
+    ours: bool = False
+
+
+# Where the watchdog notes the tracker it wrote last, per experiment (never read by verl).
+TRACKER_NOTE = "tracker.json"
+
+
+def tracker_note_path(experiment: Path) -> Path:
+    return Path(experiment) / WATCHDOG_DIR / TRACKER_NOTE
+
+
+def _written_by_watchdog(experiment: Path, st: os.stat_result) -> bool:
+    try:
+        note = json.loads(tracker_note_path(experiment).read_text(encoding="utf-8"))
+        return [note["ino"], note["mtime_ns"], note["size"]] == [st.st_ino, st.st_mtime_ns, st.st_size]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 @dataclass
@@ -114,7 +134,7 @@ def read_tracker(experiment: Path) -> Tracker:
         return Tracker("unparsable", raw=raw[:80], mtime=st.st_mtime)
     if step < 0:
         return Tracker("unparsable", raw=raw[:80], mtime=st.st_mtime)
-    return Tracker("ok", step=step, raw=raw, mtime=st.st_mtime)
+    return Tracker("ok", step=step, raw=raw, mtime=st.st_mtime, ours=_written_by_watchdog(experiment, st))
 
 
 class ZipCache:
@@ -222,26 +242,40 @@ def tree_stats(path: Path, symlinks: list[Path] | None = None, keep_entries: boo
 def _role_problem(role_dir: str, names: dict[str, os.stat_result], zips: ZipCache, step_dir: str) -> str:
     """'' when a role directory (actor/ or critic/) holds a whole FSDP checkpoint, else the reason."""
     shards: dict[str, dict[int, set[int]]] = {}
-    for name, st in names.items():
+    bad: dict[int, str] = {}  # world size -> first shard of that set that is not whole
+    for name, st in sorted(names.items()):
         m = SHARD_RE.match(name)
         if not m:
             continue
         kind, world, rank = m.group(1), int(m.group(2)), int(m.group(3))
         shards.setdefault(kind, {}).setdefault(world, set()).add(rank)
+        if world in bad:
+            continue
         if not stat.S_ISREG(st.st_mode):
-            return f"{name} is not a regular file"
-        if not zips.whole(step_dir, os.path.join(role_dir, name), st):
-            return f"{name} is truncated (not a whole torch.save archive)"
+            bad[world] = f"{name} is not a regular file"
+        elif not zips.whole(step_dir, os.path.join(role_dir, name), st):
+            bad[world] = f"{name} is truncated (not a whole torch.save archive)"
     if "model" not in shards:
         return "no model_world_size_*_rank_*.pt shards"
-    worlds = {w for per_kind in shards.values() for w in per_kind}
-    if len(worlds) != 1:
-        return f"shards from several world sizes {sorted(worlds)}"
-    world = worlds.pop()
-    for kind, per_world in sorted(shards.items()):
-        missing = sorted(set(range(world)) - per_world[world])
-        if missing:
-            return f"{kind} shards missing for ranks {missing} of world size {world}"
+    # A step re-saved by a run with another GPU count holds two shard sets (verl overwrites the files of
+    # its own world size only). verl loads the set of the world size it runs with: one whole set suffices.
+    worlds = sorted(shards["model"])
+    problems = []
+    for world in worlds:
+        problem = bad.get(world, "")
+        for kind, per_world in sorted(shards.items()):
+            if problem:
+                break
+            if kind == "model" or world in per_world:
+                missing = sorted(set(range(world)) - per_world.get(world, set()))
+                if missing:
+                    problem = f"{kind} shards missing for ranks {missing} of world size {world}"
+        if not problem:
+            break
+        problems.append(problem)
+    else:
+        return problems[0] if len(problems) == 1 else (
+            f"no whole shard set among world sizes {worlds}: " + "; ".join(problems))
     # Rank 0 writes fsdp_config.json after every rank's shards are on disk (both versions).
     if "fsdp_config.json" not in names:
         return "fsdp_config.json missing"

@@ -100,7 +100,14 @@ def classify(exp: Experiment, now: float, grace_s: float) -> tuple[dict[int, str
 
     trusted: int | None = None  # tracker step when the tracker is valid
     broken = ""  # why the tracker cannot be trusted
-    if tracker.status == "ok":
+    # The watchdog wrote this tracker and verl has not rewritten it since, yet a newer save is whole and
+    # quiet: verl writes no tracker (0.8.0's async_save), so that save is not an interrupted one.
+    unmaintained = tracker.status == "ok" and tracker.ours and any(
+        s.complete and s.step > tracker.step and s.step not in recent for s in exp.steps)
+    if unmaintained:
+        broken = (f"names step {tracker.step} as the watchdog wrote it and verl has written no tracker since "
+                  "(async_save writes none)")
+    elif tracker.status == "ok":
         named = by_step.get(tracker.step)
         if named is None:
             broken = f"names step {tracker.step}, whose directory is gone"
@@ -149,6 +156,11 @@ def classify(exp: Experiment, now: float, grace_s: float) -> tuple[dict[int, str
         findings.append(Finding(name, "info", "tracker-being-written", f"tracker {broken}; written "
                                 f"{now - tracker.mtime:.0f}s ago, waiting for the grace period"))
         return states, None, None, findings
+    if target is not None and unmaintained:
+        fix = TrackerFix(exp.path, str(tracker.step), target)
+        findings.append(Finding(name, "info", "tracker-advanced",
+                                f"tracker {broken} -> advanced to the newest complete step {target}", step=target))
+        return states, target, fix, findings
     if target is not None:
         old = str(tracker.step) if tracker.status == "ok" else tracker.status
         fix = TrackerFix(exp.path, old, target)

@@ -23,22 +23,52 @@ def read_status(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+# A status stamped further in the future than this is not trusted (a clock jump or a forged file).
+FUTURE_TOLERANCE_S = 60.0
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def health(status: dict, now: float | None = None, max_age_s: float | None = None) -> tuple[bool, str]:
-    """(healthy, reason). Healthy: the last pass is fresh and raised no error finding."""
+    """(healthy, reason). Healthy: the last pass is fresh and raised no error finding.
+
+    A malformed status (not an object, a time that is not a finite number, findings that are not a
+    list) is unhealthy, never an exception; so is one dated in the future. A status written by a
+    one-shot pass (`--once`: no interval) is unhealthy unless `max_age_s` says how old it may be:
+    nothing keeps it fresh, so "healthy" would otherwise hold forever.
+    """
     now = time.time() if now is None else now
+    if not isinstance(status, dict):
+        return False, f"malformed status: a JSON {type(status).__name__}, not an object"
     if status.get("version") != STATUS_VERSION:
         return False, f"unknown status version {status.get('version')!r}"
-    if max_age_s is None and status.get("interval_s"):
+    stamp = _number(status.get("time"))
+    if stamp is None:
+        return False, f"malformed status: time {status.get('time')!r} is not a number"
+    interval = _number(status.get("interval_s"))
+    if max_age_s is None:
+        if interval is None or interval <= 0:
+            return False, ("status was written by a one-shot pass (--once): no watchdog keeps it fresh "
+                           "(pass --max-age to accept it)")
         # A pass may be slow on a big root; allow three missed intervals before calling it stuck.
-        max_age_s = 3 * float(status["interval_s"]) + 30 + float(status.get("scan_seconds") or 0)
-    age = now - float(status.get("time", 0))
-    if max_age_s is not None and age > max_age_s:
+        max_age_s = 3 * interval + 30 + (_number(status.get("scan_seconds")) or 0.0)
+    age = now - stamp
+    if age < -FUTURE_TOLERANCE_S:
+        return False, f"status is dated {-age:.0f}s in the future: clock skew or not written by the watchdog"
+    if age > max_age_s:
         return False, f"status is {age:.0f}s old (limit {max_age_s:.0f}s): the watchdog is not running"
-    errors = [f for f in status.get("findings", []) if f.get("severity") == "error"]
-    if errors or not status.get("healthy", False):
+    findings = status.get("findings", [])
+    if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
+        return False, "malformed status: findings is not a list of objects"
+    errors = [f for f in findings if f.get("severity") == "error"]
+    if errors or status.get("healthy") is not True:
         text = "; ".join(f"{f.get('experiment') or 'root'}: {f.get('message')}" for f in errors)
         return False, text or "status says unhealthy"
-    return True, f"healthy ({age:.0f}s ago)"
+    return True, f"healthy ({max(age, 0):.0f}s ago)"
 
 
 def _escape(value: str) -> str:
