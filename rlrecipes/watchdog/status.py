@@ -27,7 +27,7 @@ def read_status(path: Path) -> dict:
 FUTURE_TOLERANCE_S = 60.0
 
 
-def _number(value) -> float | None:
+def _finite(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
@@ -46,16 +46,16 @@ def health(status: dict, now: float | None = None, max_age_s: float | None = Non
         return False, f"malformed status: a JSON {type(status).__name__}, not an object"
     if status.get("version") != STATUS_VERSION:
         return False, f"unknown status version {status.get('version')!r}"
-    stamp = _number(status.get("time"))
+    stamp = _finite(status.get("time"))
     if stamp is None:
         return False, f"malformed status: time {status.get('time')!r} is not a number"
-    interval = _number(status.get("interval_s"))
+    interval = _finite(status.get("interval_s"))
     if max_age_s is None:
         if interval is None or interval <= 0:
             return False, ("status was written by a one-shot pass (--once): no watchdog keeps it fresh "
                            "(pass --max-age to accept it)")
         # A pass may be slow on a big root; allow three missed intervals before calling it stuck.
-        max_age_s = 3 * interval + 30 + (_number(status.get("scan_seconds")) or 0.0)
+        max_age_s = 3 * interval + 30 + (_finite(status.get("scan_seconds")) or 0.0)
     age = now - stamp
     if age < -FUTURE_TOLERANCE_S:
         return False, f"status is dated {-age:.0f}s in the future: clock skew or not written by the watchdog"
