@@ -57,7 +57,7 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     ),
     "model": (
         "rlrecipes.model", "model",
-        "download a recipe's base model into the models directory (honours HF_TOKEN, HF_HUB_OFFLINE)",
+        "download a recipe's base model into the models directory (honours HF_TOKEN / hf auth login, HF_HUB_OFFLINE)",
         "rlrecipes model qwen2.5-3b-gsm8k-grpo-lora --models-dir /workspace/models",
     ),
     "preflight": (

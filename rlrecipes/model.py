@@ -1,9 +1,10 @@
 """`rlrecipes model RECIPE`: put a recipe's base model at MODELS_DIR/<hub id basename>, with the hub client.
 
 Online: `huggingface_hub.snapshot_download(hub_id, local_dir=target)` (resumable, skips files already there;
-HF_TOKEN is sent for gated/private models). Offline (`HF_HUB_OFFLINE=1`): nothing touches the network; the
-model is taken from the target if it is already complete, else copied out of the Hugging Face cache
-(HF_HOME/hub), else a clear error says where it looked and how to fix it.
+the token huggingface_hub finds -- HF_TOKEN, else the one `hf auth login` saved -- is sent for gated/private
+models). Offline (huggingface_hub's own switch: `HF_HUB_OFFLINE=1` or `TRANSFORMERS_OFFLINE=1`): nothing
+touches the network; the model is taken from the target if it is already complete, else copied out of the
+Hugging Face cache (HF_HOME/hub), else a clear error says where it looked and how to fix it.
 
 A target counts as complete when it has config.json and weights (*.safetensors or *.bin) and the marker
 `.rlrecipes-model.json` written last, after a successful download: an interrupted download is retried, never
@@ -44,7 +45,23 @@ def is_complete(target: Path) -> bool:
 
 
 def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+    """huggingface_hub's own verdict (HF_HUB_OFFLINE, else TRANSFORMERS_OFFLINE), read when it is imported."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_token() -> tuple[str | None, str]:
+    """(token, where it came from): huggingface_hub's `get_token()` -- HF_TOKEN (or the older
+    HUGGING_FACE_HUB_TOKEN), else the token `hf auth login` saved under HF_HOME."""
+    from huggingface_hub import constants, get_token
+
+    token = get_token()
+    if token is None:
+        return None, "no HF_TOKEN is set and `hf auth login` saved none"
+    if os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"):
+        return token, "HF_TOKEN"
+    return token, f"the token `hf auth login` saved ({constants.HF_TOKEN_PATH})"
 
 
 def model(args: argparse.Namespace) -> int:
@@ -79,21 +96,21 @@ def _download(hub_id: str, revision: str, target: Path) -> str:
         RevisionNotFoundError,
     )
 
-    token = os.environ.get("HF_TOKEN") or None
+    token, token_from = hub_token()
     try:
         snapshot_download(repo_id=hub_id, revision=revision, local_dir=target, token=token,
                           ignore_patterns=_ignore_patterns(hub_id, revision, token))
     except GatedRepoError as exc:
         raise RecipeError(
-            f"{hub_id} is gated: " + ("HF_TOKEN has no access to it" if token else "it needs a token"),
-            where="HF_TOKEN", hint=f"accept the licence at https://huggingface.co/{hub_id} and put a token with "
-                                   "access in .env as HF_TOKEN=hf_...") from exc
+            f"{hub_id} is gated: " + (f"{token_from} has no access to it" if token else "it needs a token"),
+            where="HF_TOKEN", hint=f"accept the licence at https://huggingface.co/{hub_id}, then put a token with "
+                                   "access in .env as HF_TOKEN=hf_... or run `hf auth login`") from exc
     except RevisionNotFoundError as exc:
         raise RecipeError(f"{hub_id} has no revision {revision!r}", where="--revision") from exc
     except RepositoryNotFoundError as exc:
         raise RecipeError(
             f"{hub_id} not found on the hub (or private and "
-            + ("HF_TOKEN cannot see it)" if token else "no HF_TOKEN is set)"),
+            + (f"{token_from} cannot see it)" if token else f"{token_from})"),
             where="model.hub_id", hint="check the recipe's model.hub_id") from exc
     except LocalEntryNotFoundError as exc:
         raise StageFailed(
@@ -127,11 +144,11 @@ def _from_cache_offline(hub_id: str, revision: str, target: Path) -> str:
         snapshot = Path(snapshot_download(repo_id=hub_id, revision=revision, local_files_only=True))
     except LocalEntryNotFoundError as exc:
         raise RecipeError(
-            f"HF_HUB_OFFLINE=1 and {hub_id} ({revision}) is neither complete at {target} nor in the "
-            f"Hugging Face cache at {constants.HF_HUB_CACHE}",
+            f"offline (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1) and {hub_id} ({revision}) is neither "
+            f"complete at {target} nor in the Hugging Face cache at {constants.HF_HUB_CACHE}",
             where="HF_HUB_OFFLINE",
-            hint="run once with network access (unset HF_HUB_OFFLINE), or copy the model files to "
-                 f"{target} and touch {target / MARKER}") from exc
+            hint="run once with network access (unset HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE), or copy the "
+                 f"model files to {target} and touch {target / MARKER}") from exc
     if not (snapshot / "config.json").is_file():
         raise RecipeError(f"the cached snapshot of {hub_id} has no config.json", where=str(snapshot))
     staging = target.with_name(f".{target.name}.partial")

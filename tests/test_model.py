@@ -35,6 +35,7 @@ class FakeHub(BaseHTTPRequestHandler):
 
     behaviour = "ok"
     requests: list[str] = []
+    auth: list[str | None] = []  # the Authorization header of each GET
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -63,6 +64,7 @@ class FakeHub(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802
         FakeHub.requests.append(self.path)
+        FakeHub.auth.append(self.headers.get("Authorization"))
         if self.behaviour == "gated":
             return self._error(401, "GatedRepo")
         if self.behaviour == "missing":
@@ -100,6 +102,7 @@ class FakeHub(BaseHTTPRequestHandler):
 def fake_hub():
     FakeHub.behaviour = "ok"
     FakeHub.requests = []
+    FakeHub.auth = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -108,7 +111,8 @@ def fake_hub():
 
 
 def run_model(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("HF_", "HUGGINGFACE_", "HUGGING_FACE_")) and k != "TRANSFORMERS_OFFLINE"}
     base.update({"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1",
                  "HF_HUB_DISABLE_XET": "1", "PYTHONPATH": str(REPO)})
     base.update(env)
@@ -169,7 +173,7 @@ def test_interrupted_download_without_marker_is_downloaded_again(tmp_path, fake_
     [
         ("gated", "", "is gated: it needs a token"),
         ("gated", "hf_fake", "HF_TOKEN has no access"),
-        ("missing", "", "not found on the hub (or private and no HF_TOKEN is set)"),
+        ("missing", "", "not found on the hub (or private and no HF_TOKEN is set and `hf auth login` saved none)"),
         ("missing", "hf_fake", "HF_TOKEN cannot see it"),
     ],
 )
@@ -181,9 +185,22 @@ def test_hub_errors_are_clear_and_exit_2(tmp_path, fake_hub, behaviour, token, e
     assert not (tmp_path / "models" / "Qwen2.5-0.5B-Instruct" / ".rlrecipes-model.json").exists()
 
 
-def test_offline_copies_the_cached_snapshot_without_touching_the_hub(tmp_path, fake_hub):
+def test_a_token_saved_by_hf_auth_login_is_used_and_named(tmp_path, fake_hub):
+    # `hf auth login` writes HF_HOME/token; huggingface_hub.get_token() finds it without HF_TOKEN
+    (tmp_path / "hf-home").mkdir()
+    (tmp_path / "hf-home" / "token").write_text("hf_saved_by_login")
+    FakeHub.behaviour = "gated"
+    proc = run_model(tmp_path, HF_ENDPOINT=fake_hub)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "the token `hf auth login` saved" in proc.stderr and "has no access" in proc.stderr
+    assert "it needs a token" not in proc.stderr
+    assert FakeHub.auth and set(FakeHub.auth) == {"Bearer hf_saved_by_login"}
+
+
+@pytest.mark.parametrize("switch", [{"HF_HUB_OFFLINE": "1"}, {"TRANSFORMERS_OFFLINE": "1"}])
+def test_offline_copies_the_cached_snapshot_without_touching_the_hub(tmp_path, fake_hub, switch):
     make_cache(tmp_path / "hf-home")
-    proc = run_model(tmp_path, HF_HUB_OFFLINE="1", HF_ENDPOINT=fake_hub)
+    proc = run_model(tmp_path, HF_ENDPOINT=fake_hub, **switch)
     assert proc.returncode == 0, proc.stderr
     target = tmp_path / "models" / "Qwen2.5-0.5B-Instruct"
     assert not (target / "config.json").is_symlink()  # a standalone copy, not links into the cache
@@ -195,7 +212,7 @@ def test_offline_copies_the_cached_snapshot_without_touching_the_hub(tmp_path, f
 def test_offline_without_cache_names_where_it_looked(tmp_path, fake_hub):
     proc = run_model(tmp_path, HF_HUB_OFFLINE="1", HF_ENDPOINT=fake_hub)
     assert proc.returncode == 2
-    assert "HF_HUB_OFFLINE=1" in proc.stderr
+    assert "offline (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1)" in proc.stderr
     assert str(tmp_path / "hf-home" / "hub") in proc.stderr
     assert FakeHub.requests == []
 
