@@ -139,7 +139,7 @@ def capacity_problems(nodes: list[NodeInfo], req: Requirement) -> list[str]:
 
 
 def _verl_runtime_env(verl: str) -> tuple[dict | None, str | None]:
-    from rlrecipes.verlenv import installed_verl
+    from rlrecipes.verl.env import installed_verl
 
     if installed_verl() != verl:
         return None, (f"verl {verl} is not installed here: connecting without verl's PPO runtime_env "

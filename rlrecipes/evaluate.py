@@ -227,7 +227,7 @@ def lm_eval_command(model: str, tasks: tuple[str, ...], backend: str, output_pat
 
 
 def run_lm_eval(cmd: list[str], log_file: Path, label: str) -> None:
-    from rlrecipes.report.progress import stage
+    from rlrecipes.ui import stage
 
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with stage(f"lm-eval {label}"), open(log_file, "w", encoding="utf-8") as log:
@@ -272,7 +272,7 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlrecipes.report.progress import progress_bar
+    from rlrecipes.ui import progress_bar
 
     parquet = Path(parquet)
     if not parquet.is_file():

@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlrecipes.models import Architecture, lora_param_count, param_count
+from rlrecipes.fsutil import human_bytes
+from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
 
 GIB = 1024 ** 3
@@ -37,6 +38,9 @@ BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16"
 # A CUDA context plus the caching allocator's slack per process on the GPU (measured torch 2.x figures
 # are 0.3-0.6 GiB for the context alone; one process per GPU for the trainer, one more for vLLM/SGLang).
 CONTEXT_GIB = 0.5
+# Host RAM of the processes around the GPUs (docs/preflight.md).
+WORKER_RAM_BYTES = 3 * GIB  # one Ray worker with torch + CUDA + verl imported
+ENGINE_RAM_BYTES = 2 * GIB  # one vLLM/SGLang server process
 # Images that ship flash-attn (docker/*.Dockerfile; kept out of the P40 image on purpose).
 IMAGE_FLASH_ATTN = {"a100": True, "p40": False}
 # verl defaults of the keys read here (0.5.0 and 0.8.0 agree).
@@ -216,8 +220,6 @@ def _layer_activation_bytes(arch: Architecture, tokens: float, seq: int, batch: 
 def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstimate:
     """Per-GPU peak estimate. `inventory_gpu`: a detected GPU (anything with `memory_mib`) to plan
     against; default the profile's GPU."""
-    from rlrecipes.plan import architecture
-
     if inventory_gpu is not None and getattr(inventory_gpu, "memory_mib", None):
         gpu_gib = float(inventory_gpu.memory_mib) / 1024
     else:
@@ -446,3 +448,36 @@ def _attn_key(run: ResolvedRun) -> str:
     from rlrecipes.recipe import _version_keys
 
     return _version_keys(run.image.verl)["attn"].lstrip("+")
+
+
+def host_ram_need(run: ResolvedRun) -> tuple[float, list[str]]:
+    """Rough host RAM a run needs: offloaded state + model loading + worker processes (docs/preflight.md)."""
+    arch = architecture(run)
+    per_node = int(run.get("trainer.n_gpus_per_node", run.profile.gpus_per_node))
+    nnodes = int(run.get("trainer.nnodes", run.profile.nnodes))
+    share = 1 / max(1, nnodes)  # FSDP shards across nodes: one node holds its share
+    parts: list[tuple[str, float]] = []
+    if arch is not None:
+        params = param_count(arch)
+        trainable = lora_param_count(arch, run.lora_rank) if run.lora_rank else params
+        verl05 = run.image.verl.startswith("0.5.")
+        c_fsdp = "critic.model.fsdp_config" if verl05 else "critic.fsdp"
+        if run.get("actor_rollout_ref.actor.fsdp_config.optimizer_offload"):
+            parts.append(("actor Adam state offloaded", trainable * 8 * share))
+        if run.get("actor_rollout_ref.actor.fsdp_config.param_offload"):
+            parts.append(("actor weights offloaded", params * 4 * share))
+        if run.use_reference_policy and not run.lora_rank and run.get("actor_rollout_ref.ref.fsdp_config.param_offload"):
+            parts.append(("reference weights offloaded", params * 4 * share))
+        if run.use_critic and run.get(f"{c_fsdp}.optimizer_offload"):
+            parts.append(("critic Adam state offloaded", params * 8 * share))
+        if run.use_critic and run.get(f"{c_fsdp}.param_offload"):
+            parts.append(("critic weights offloaded", params * 4 * share))
+        # verl loads the full checkpoint on the CPU in every rank when embeddings are tied (no meta-device
+        # init then), else in rank 0 only; fp32 for the actor.
+        loaders = per_node if arch.tie_embeddings else 1
+        parts.append((f"model loading ({loaders} rank(s) x fp32)", params * 4 * loaders))
+    parts.append((f"{per_node} worker process(es)", per_node * WORKER_RAM_BYTES))
+    if run.get("actor_rollout_ref.rollout.name", run.profile.rollout) in ("vllm", "sglang"):
+        parts.append((f"{per_node} rollout server(s)", per_node * ENGINE_RAM_BYTES))
+    parts.append(("Ray head, driver, dataloader", 4 * GIB))
+    return sum(b for _, b in parts), [f"{what} {human_bytes(b)}" for what, b in parts]

@@ -411,7 +411,7 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
                      force: bool = False, device: str = "auto") -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from rlrecipes.report.progress import stage
+    from rlrecipes.ui import stage
 
     if out.exists() and not force:
         raise RecipeError("output directory exists", where=str(out), hint="pass --force to replace it")

@@ -3,7 +3,12 @@ random-weight stand-ins (`smoke-assets --arch`). Figures are those of the models
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlrecipes.recipe import ResolvedRun
 
 # The projections PEFT's "all-linear" targets in a Qwen2 decoder layer.
 QWEN2_LINEAR_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -97,3 +102,14 @@ def arch_from_config(config: dict) -> Architecture:
         max_position=int(config.get("max_position_embeddings", 32768)),
         rope_theta=float(config.get("rope_theta", 10000.0)),
     )
+
+
+def architecture(run: ResolvedRun) -> Architecture | None:
+    """The run's model: its downloaded config.json when present, else the table entry for its hub id."""
+    config = run.model_path / "config.json"
+    if config.is_file():
+        try:
+            return arch_from_config(json.loads(config.read_text()))
+        except (ValueError, KeyError):
+            pass
+    return arch_for_hub_id(run.recipe.model.hub_id)

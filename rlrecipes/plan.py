@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rlrecipes.models import Architecture, arch_for_hub_id, arch_from_config, lora_param_count, param_count
+from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
 
 # verl's defaults for the keys the plan reads (identical in 0.5.0 and 0.8.0).
@@ -40,16 +40,6 @@ def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:
         except (ValueError, KeyError, TypeError):
             pass
     return run.recipe.dataset.train_rows, "recipe (dataset size known in advance)"
-
-
-def architecture(run: ResolvedRun) -> Architecture | None:
-    config = run.model_path / "config.json"
-    if config.is_file():
-        try:
-            return arch_from_config(json.loads(config.read_text()))
-        except (ValueError, KeyError):
-            pass
-    return arch_for_hub_id(run.recipe.model.hub_id)
 
 
 def checkpoint_bytes(run: ResolvedRun, arch: Architecture | None) -> dict[str, int] | None:

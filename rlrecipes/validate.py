@@ -1,4 +1,4 @@
-"""Validate resolved runs against the real verl their image pins (see rlrecipes.verl_check).
+"""Validate resolved runs against the real verl their image pins (see rlrecipes.verl.check).
 
 One subprocess per verl version validates any number of runs, so `make test` validating every
 recipe x profile pays verl's import cost once per version.
@@ -15,7 +15,7 @@ from typing import Any
 from rlrecipes.errors import RecipeError
 from rlrecipes.paths import repo_root
 from rlrecipes.recipe import ResolvedRun
-from rlrecipes.verlenv import python_for
+from rlrecipes.verl.env import python_for
 
 
 @dataclass
@@ -56,7 +56,7 @@ def validate_runs(runs: list[ResolvedRun], timeout: float = 300) -> list[Validat
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(repo_root()),
                                                                         os.environ.get("PYTHONPATH")])),
                    RAY_DEDUP_LOGS="0", HYDRA_FULL_ERROR="1")
-        proc = subprocess.run([str(python), "-m", "rlrecipes.verl_check"], input=json.dumps(request),
+        proc = subprocess.run([str(python), "-m", "rlrecipes.verl.check"], input=json.dumps(request),
                               capture_output=True, text=True, timeout=timeout, env=env, cwd=repo_root())
         if proc.returncode != 0 or not proc.stdout.strip():
             raise RecipeError(f"verl {version} validator crashed (exit {proc.returncode}):\n"

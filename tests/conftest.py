@@ -28,7 +28,7 @@ def verl_python():
 
     def find(version: str) -> Path:
         from rlrecipes.errors import RecipeError
-        from rlrecipes.verlenv import python_for
+        from rlrecipes.verl.env import python_for
 
         try:
             return python_for(version)

@@ -299,7 +299,7 @@ def test_ray_init_kwargs_match_verls_own_call(run_in_verl, version, recipe, prof
     code = textwrap.dedent(f"""
         import json, ray
         from rlrecipes.recipe import resolve
-        from rlrecipes.verl_check import _compose
+        from rlrecipes.verl.check import _compose
         from rlrecipes.cluster import ray_init_kwargs
         run = resolve({recipe!r}, profile={profile!r}, overrides={overrides!r})
         ours, notes = ray_init_kwargs(run)

@@ -16,7 +16,8 @@ import pytest
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
 from rlrecipes.models import ARCHITECTURES
-from rlrecipes.preflight.checks import CHECK_NAMES, ChatTokenizer, Context, offline_env, run_checks
+from rlrecipes.preflight.chat import ChatTokenizer
+from rlrecipes.preflight.checks import CHECK_NAMES, Context, offline_env, run_checks
 from rlrecipes.preflight.host import DiskFacts, HostFacts, gather_host_facts, wandb_netrc_login
 from rlrecipes.preflight.inventory import Inventory, inventory_from_dict, load_inventory, parse_smi_csv
 from rlrecipes.recipe import resolve
@@ -366,7 +367,7 @@ def test_prompt_length(overrides, status, fragment, tmp_path):
 def test_byte_bound_pruning_is_exact(limit, tmp_path):
     """Counting only prompts longer than the limit in bytes gives the same answer as counting all."""
     from rlrecipes.data.gsm8k import make_prompt
-    from rlrecipes.preflight.checks import prompt_token_counts
+    from rlrecipes.preflight.chat import prompt_token_counts
 
     tok = ChatTokenizer(write_model_dir(tmp_path / "m", "qwen2.5-0.5b"))
     prompts = [[{"role": "user", "content": make_prompt(q, "verl")}] for q in QUESTIONS + ["How many marbles? " * 30]]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes.verlenv import installed_verl
+from rlrecipes.verl.env import installed_verl
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes.watchdog.layout import Experiment, StepDir, Tracker, ZipCache, inspect_step, read_tracker
+from rlrecipes.verl.checkpoints import Experiment, StepDir, Tracker, ZipCache, inspect_step, read_tracker
 from rlrecipes.watchdog.policy import Retention, classify, parse_size, plan
 from rlrecipes.watchdog.status import STATUS_VERSION, health, render_metrics
 
@@ -363,7 +363,7 @@ def test_watchdog_cli_rejects_a_missing_root_and_two_budgets(tmp_path, capsys):
 def test_caches_forget_step_dirs_that_are_gone(tmp_path):
     import shutil
 
-    from rlrecipes.watchdog.layout import StepCache, scan_root
+    from rlrecipes.verl.checkpoints import StepCache, scan_root
     from rlrecipes.watchdog.simulate import save_checkpoint
 
     exp_dir = tmp_path / "run"

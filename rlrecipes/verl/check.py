@@ -1,5 +1,5 @@
 """Validate composed verl configs with verl's own code. Runs INSIDE an environment that has the
-verl version being checked (the image, or .venvs/verl-<version>): `python -m rlrecipes.verl_check`
+verl version being checked (the image, or .venvs/verl-<version>): `python -m rlrecipes.verl.check`
 reads {"jobs": [{"id": ..., "overrides": [...]}]} as JSON on stdin and prints one JSON result per job.
 
 Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any GPU work:

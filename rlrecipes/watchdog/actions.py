@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.watchdog.layout import TRACKER_NAME, WATCHDOG_DIR, tracker_note_path, tree_stats
+from rlrecipes.verl.checkpoints import TRACKER_NAME, WATCHDOG_DIR, tracker_note_path, tree_stats
 
 log = logging.getLogger("rlrecipes.watchdog")
 

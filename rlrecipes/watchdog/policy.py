@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.fsutil import human_bytes
-from rlrecipes.watchdog.layout import Experiment, StepDir
+from rlrecipes.verl.checkpoints import Experiment, StepDir
 
 # Step states (also the `state` label of the metrics).
 COMPLETE = "complete"  # whole, at or below the tracker: resumable

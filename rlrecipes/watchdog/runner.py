@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.watchdog import actions
-from rlrecipes.watchdog.layout import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
+from rlrecipes.verl.checkpoints import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
 from rlrecipes.fsutil import human_bytes
 from rlrecipes.watchdog.policy import Finding, Plan, Retention, plan
 from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_status

@@ -17,7 +17,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from rlrecipes.watchdog.layout import TRACKER_NAME
+from rlrecipes.verl.checkpoints import TRACKER_NAME
 
 CHUNK = 1 << 20
 

@@ -1,0 +1,69 @@
+"""Tracking checks: wandb credentials (or offline mode for the launch) and verl's resume tracker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
+from rlrecipes.recipe import ResolvedRun
+
+def wandb_selected(run: ResolvedRun) -> bool:
+    loggers = run.get("trainer.logger", [])
+    if isinstance(loggers, str):
+        loggers = [loggers]
+    return any(str(x) == "wandb" for x in loggers or [])
+
+
+def check_tracking(ctx: Context) -> Check:
+    run, env = ctx.run, ctx.host.env
+    if not wandb_selected(run):
+        hint = " (wandb is added automatically when WANDB_API_KEY is set)" if run.recipe.wandb == "auto" else ""
+        return Check("tracking", PASS, f"loggers {run.get('trainer.logger')}: no wandb{hint}")
+    mode = env.get("WANDB_MODE", "").lower()
+    if mode in ("offline", "disabled", "dryrun") or env.get("WANDB_DISABLED", "").lower() in ("true", "1"):
+        return Check("tracking", PASS, f"wandb in WANDB_MODE={mode or 'disabled'}: no login needed")
+    if env.get("WANDB_API_KEY"):
+        return Check("tracking", PASS, "wandb with WANDB_API_KEY")
+    if ctx.host.wandb_netrc:
+        return Check("tracking", PASS, "wandb with the ~/.netrc login (wandb login)")
+    return Check("tracking", WARN, "wandb is selected but there is no WANDB_API_KEY and no `wandb login`: "
+                 "WANDB_MODE=offline will be used (runs land in wandb/offline-run-*)",
+                 "export WANDB_API_KEY=... for live logging, or upload later with `wandb sync wandb/offline-run-*`")
+
+
+def offline_env(ctx: Context, checks: list[Check]) -> dict[str, str]:
+    """Environment the launch must get so that it never crashes on tracking."""
+    if any(c.name == "tracking" and c.status == WARN for c in checks):
+        return {"WANDB_MODE": "offline"}
+    return {}
+
+
+def check_tracker(ctx: Context) -> Check:
+    from rlrecipes.watchdog import resume_check
+
+    run = ctx.run
+    mode = str(run.get("trainer.resume_mode", "auto"))
+    root = run.ckpt_dir
+    if mode == "disable":
+        return Check("tracker", PASS, "trainer.resume_mode=disable: the run starts at step 0")
+    if mode == "resume_path":
+        path = run.get("trainer.resume_from_path")
+        if not path or not Path(str(path)).is_dir():
+            return Check("tracker", FAIL, f"trainer.resume_mode=resume_path but trainer.resume_from_path={path!r} is "
+                         "not a directory", "point it at a global_step_N directory")
+        return Check("tracker", PASS, f"resumes from {path}")
+    findings = resume_check(root, repair=False, grace_s=0.0)
+    errors = [f for f in findings if f.severity == "error"]
+    warns = [f for f in findings if f.severity == "warn"]
+    fix = f"rlrecipes resume-check --root {root}"
+    if errors:
+        return Check("tracker", FAIL, "; ".join(f.message for f in errors),
+                     f"restore the checkpoint, or remove {root}/latest_checkpointed_iteration.txt to start over "
+                     "knowingly")
+    if warns:
+        return Check("tracker", FAIL, "; ".join(f.message for f in warns),
+                     f"{fix} (rewrites the tracker to the newest complete checkpoint)")
+    info = [f.message for f in findings if f.experiment == str(Path(os.path.realpath(root)))] or \
+        [f.message for f in findings]
+    return Check("tracker", PASS, info[0] if info else "no checkpoint yet")
