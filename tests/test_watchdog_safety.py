@@ -17,7 +17,7 @@ import pytest
 
 from rlrecipes.cli import main as cli_main
 from rlrecipes.watchdog import Watchdog, WatchdogConfig, resume_check
-from rlrecipes.watchdog.layout import TRACKER_NAME
+from rlrecipes.verl.checkpoints import TRACKER_NAME
 from rlrecipes.watchdog.policy import Retention
 from rlrecipes.watchdog.simulate import save_checkpoint
 

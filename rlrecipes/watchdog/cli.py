@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
 from rlrecipes.watchdog.actions import HOG_KINDS
-from rlrecipes.watchdog.layout import WATCHDOG_DIR
+from rlrecipes.verl.checkpoints import WATCHDOG_DIR
 from rlrecipes.fsutil import human_bytes
 from rlrecipes.watchdog.policy import Retention, parse_size
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
