@@ -1,7 +1,10 @@
 # rlrecipes: containerized verl recipes. `make` (or `make help`) lists the targets.
 # Every target delegates to the rlrecipes CLI or a script under scripts/; nothing here is logic.
-# Typical GPU host:  make build-p40 && make data model RECIPE=qwen2.5-0.5b-gsm8k-ppo && make train RECIPE=...
+# Typical GPU host:  make build-a100 && make train         (needs Docker, make and python3; nothing else)
+#                    make build-p40 && make train RECIPE=qwen2.5-0.5b-gsm8k-ppo GPUS=1
 # Any host:          make plan validate test
+# Host-side targets get the rlrecipes CLI from the light .venvs/host (made on demand, no torch); only the
+# checks (test, validate, lint, lock, bench) use the CPU test environment .venvs/dev.
 
 # ---- what to run ------------------------------------------------------------------------------------------
 RECIPE ?= qwen2.5-3b-gsm8k-grpo-lora
@@ -27,16 +30,18 @@ PYTHON ?= python3
 VENVS ?= .venvs
 VENV ?= $(VENVS)/dev
 RLRECIPES ?= $(VENV)/bin/rlrecipes
+HOST_VENV ?= $(VENVS)/host
 PYTEST_ARGS ?=
 VERL_VERSIONS := 0.5.0 0.8.0
 VERL_STAMPS := $(foreach v,$(VERL_VERSIONS),$(VENVS)/verl-$(v)/.stamp)
 PROFILE_ARG = $(if $(PROFILE),--profile $(PROFILE))
-STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) RLRECIPES_PYTHON=$(VENV)/bin/python
-LOCAL_STAGE_ENV = $(STAGE_ENV) MODELS_DIR=$(MODELS_DIR) DATA_DIR=$(DATA_DIR) CKPT_DIR=$(CKPT_DIR) LOG_DIR=$(LOG_DIR) PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
+HOST_ENV = RLRECIPES_HOST_VENV=$(HOST_VENV) PYTHON=$(PYTHON)
+HOST_RLRECIPES = $(HOST_ENV) scripts/host-python.sh -m rlrecipes
+STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 
 .DEFAULT_GOAL := help
 
-.PHONY: help env envs test lint lock bench \
+.PHONY: help host env envs test lint lock bench \
 	build-a100 build-p40 build-watchdog \
 	plan validate launchers data model preflight train resume merge eval report monitor smoke \
 	ray-head ray-worker runpod-template
@@ -45,6 +50,9 @@ help: ## list the targets (variables: RECIPE, PROFILE, GPUS, RUN, ARGS)
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # ---- environments -----------------------------------------------------------------------------------------
+host: ## make the light host environment .venvs/host (rlrecipes CLI, no torch); host targets do it on demand
+	$(HOST_ENV) scripts/host-python.sh
+
 env: $(VENV)/.stamp ## build the CPU test environment .venvs/dev from requirements/dev.txt
 
 $(VENV)/.stamp: requirements/dev.txt pyproject.toml
@@ -70,31 +78,31 @@ bench: env ## run every benchmarks/bench_*.py and print their figures
 
 # ---- images -----------------------------------------------------------------------------------------------
 build-a100: ## build the A100/H100 image (verl 0.8.0, vLLM, CUDA 12.8); needs a GPU host
-	scripts/require-gpu.sh build-a100
-	RLRECIPES_PYTHON=$(VENV)/bin/python scripts/build-image.sh a100
+	scripts/require-gpu.sh build-a100 a100
+	$(HOST_ENV) scripts/build-image.sh a100
 
 build-p40: ## build the P40 image (verl 0.5.0 patched, HF rollout, CUDA 11.8); needs a GPU host
-	scripts/require-gpu.sh build-p40
-	RLRECIPES_PYTHON=$(VENV)/bin/python scripts/build-image.sh p40
+	scripts/require-gpu.sh build-p40 p40
+	$(HOST_ENV) scripts/build-image.sh p40
 
 build-watchdog: ## build the checkpoint watchdog sidecar image (any host)
 	scripts/build-image.sh watchdog
 
 # ---- recipe stages ----------------------------------------------------------------------------------------
-plan: env ## print the resolved plan of RECIPE (image, GPUs, batches, steps, checkpoints, launch)
-	$(RLRECIPES) plan $(RECIPE) $(PROFILE_ARG)
+plan: ## print the resolved plan of RECIPE (image, GPUs, batches, steps, checkpoints, launch)
+	$(HOST_RLRECIPES) plan $(RECIPE) $(PROFILE_ARG)
 
 validate: env envs ## validate RECIPE against the real schema of its verl version (CPU)
 	$(RLRECIPES) validate $(RECIPE) $(PROFILE_ARG)
 
-launchers: env ## regenerate recipes/*.sh from the recipe YAML files
-	$(RLRECIPES) launchers
+launchers: ## regenerate recipes/*.sh from the recipe YAML files
+	$(HOST_RLRECIPES) launchers
 
-data: env ## prepare RECIPE's dataset as verl parquet under DATA_DIR (skipped if present)
-	$(LOCAL_STAGE_ENV) scripts/entrypoint.sh data $(ARGS)
+data: ## prepare RECIPE's dataset as verl parquet in the data volume, in its image without GPUs (skipped if present)
+	$(STAGE_ENV) GPUS=none scripts/in-image.sh data $(ARGS)
 
-model: env ## download RECIPE's base model into MODELS_DIR (honours HF_TOKEN, HF_HUB_OFFLINE=1)
-	$(LOCAL_STAGE_ENV) scripts/entrypoint.sh model $(ARGS)
+model: ## download RECIPE's base model into the models volume, in its image (honours HF_TOKEN, HF_HUB_OFFLINE=1)
+	$(STAGE_ENV) GPUS=none scripts/in-image.sh model $(ARGS)
 
 preflight: ## check GPUs, memory, disk, shm, model and data for RECIPE (in its image)
 	$(STAGE_ENV) scripts/in-image.sh preflight $(ARGS)
@@ -130,5 +138,5 @@ ray-head: ## start a Ray head node for a multi-node run (scripts/ray-node.sh)
 ray-worker: ## join this node to the Ray head at HEAD=host:port (scripts/ray-node.sh)
 	scripts/ray-node.sh worker $(HEAD) $(ARGS)
 
-runpod-template: env ## validate deploy/runpod/template.json and print the RunPod create command
-	$(RLRECIPES) runpod-template
+runpod-template: ## validate deploy/runpod/template.json and print the RunPod create command
+	$(HOST_RLRECIPES) runpod-template

@@ -14,10 +14,10 @@ if [ "${1:-}" = --standin ]; then standin=1; shift; fi
 dockerfile="$repo/docker/$name.Dockerfile"
 [ -f "$dockerfile" ] || { echo "error: no $dockerfile (images: a100, p40, watchdog)" >&2; exit 2; }
 
-python=${RLRECIPES_PYTHON:-python3}
 case "$name" in
     watchdog) tag="rlrecipes/watchdog:py3.12" ;;
-    *) tag=$(PYTHONPATH="$repo" "$python" -c 'import sys; from rlrecipes.images import IMAGES; print(IMAGES[sys.argv[1]].tag)' "$name") ;;
+    # rlrecipes/images.py is stdlib only: any python3 reads it, no environment needed.
+    *) tag=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'import sys; from rlrecipes.images import IMAGES; print(IMAGES[sys.argv[1]].tag)' "$name") ;;
 esac
 
 args=()

@@ -16,8 +16,9 @@ fi
 : "${PROFILE:=}"
 command -v docker >/dev/null || { echo "error: docker not found; install Docker and the NVIDIA Container Toolkit" >&2; exit 2; }
 
-python=${RLRECIPES_PYTHON:-python3}
-image=${IMAGE:-$(PYTHONPATH="$repo" "$python" -c 'import sys
+# The recipe engine needs PyYAML: the light host environment (scripts/host-python.sh) has it, torch-free.
+if [ -z "${IMAGE:-}" ]; then python=$("$repo/scripts/host-python.sh"); fi
+image=${IMAGE:-$("$python" -c 'import sys
 from rlrecipes.recipe import resolve
 print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).image.tag)' "$RECIPE" "$PROFILE")}
 

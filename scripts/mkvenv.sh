@@ -3,6 +3,11 @@
 #   mkvenv.sh VENV_DIR REQUIREMENTS [--with-repo]
 # --with-repo: also `pip install --no-deps -e .` (the verl environments: their pins must not be re-resolved).
 # Make calls this only when the requirements file is newer than the stamp, so an up-to-date env costs nothing.
+# A `torch==X+cpu` pin is installed first, on its own, with the PyTorch CPU index as an extra index
+# (TORCH_CPU_INDEX): PyPI's torch for Linux is the multi-GB CUDA build. Where that index is unreachable, a
+# local wheel (pip's find-links, e.g. a CI machine's wheel cache) must provide it, else pip stops here, naming
+# torch==X+cpu, instead of silently pulling the CUDA build. Only this one call sees the extra index, so an
+# unreachable index costs pip's retries once, not once per package.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +17,11 @@ python=${PYTHON:-python3}
 
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
+fi
+torch_pin=$(grep -Eo '^torch==[^[:space:]#]+\+cpu' "$requirements" || true)
+if [ -n "$torch_pin" ]; then
+    "$venv/bin/python" -m pip install --quiet \
+        --extra-index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}" "$torch_pin"
 fi
 "$venv/bin/python" -m pip install --quiet -r "$requirements"
 if [ "${3:-}" = --with-repo ]; then

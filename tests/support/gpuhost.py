@@ -1,0 +1,97 @@
+"""The GPU-host simulation: a fresh clone of this repository (no .venvs), a stand-in `nvidia-smi` answering
+for a chosen GPU inventory, and the commands the README and docs tell a GPU-host user to type, taken from the
+Markdown itself.
+
+A runnable block is a fenced ```bash block right after a marker line naming the simulated hosts it is for:
+
+    <!-- gpu-host: a100 h200 -->
+
+Hosts: `a100` (4x A100 80GB), `p40` (1x Tesla P40 24GB), `h200` (1x H200). tests/test_gpu_host.py runs each
+block on each host it names, in a fresh clone, and checks what would reach the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+INVENTORIES = {
+    "a100": FIXTURES / "inventories" / "a100-80gb-x4.json",
+    "p40": FIXTURES / "inventories" / "p40x1.json",
+    "h200": FIXTURES / "inventories" / "h200-x1.json",
+}
+# The image family each simulated host runs (rlrecipes/images.py): Pascal gets the P40 stack, the rest the A100 one.
+HOST_IMAGE = {"a100": "a100", "p40": "p40", "h200": "a100"}
+DOCS = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
+_MARK = re.compile(r"^<!-- gpu-host: ([a-z0-9 ]+) -->\n```bash\n(.*?)^```", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    doc: str
+    line: int
+    hosts: tuple[str, ...]
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+def doc_blocks() -> list[Block]:
+    blocks = []
+    for doc in DOCS:
+        text = (REPO / doc).read_text()
+        for m in _MARK.finditer(text):
+            hosts = tuple(m.group(1).split())
+            unknown = set(hosts) - set(INVENTORIES)
+            if unknown:
+                raise ValueError(f"{doc}: unknown gpu-host {sorted(unknown)}; hosts: {sorted(INVENTORIES)}")
+            blocks.append(Block(doc, text.count("\n", 0, m.start()) + 3, hosts, m.group(2)))
+    return blocks
+
+
+def fresh_clone(dest: Path) -> Path:
+    """What `git clone` of the working tree would give (tracked and new unignored files): no .venvs, no .cache."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    assert not (dest / ".venvs").exists()
+    return dest
+
+
+def host_env(bin_dir: Path, host: str, docker_log: Path, home: Path, compose_bin: str | None) -> dict[str, str]:
+    """The environment of a user's shell on the simulated host: stand-ins first on PATH, nothing of ours set."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for tool in ("nvidia-smi", "docker"):
+        target = bin_dir / tool
+        if not target.exists():
+            target.symlink_to(FIXTURES / "gpuhost" / tool)
+    keep = {k: v for k, v in os.environ.items()
+            if k in ("LANG", "LC_ALL", "TMPDIR", "PIP_FIND_LINKS", "PIP_CERT", "PIP_DEFAULT_TIMEOUT",
+                     "SSL_CERT_FILE", "PIP_DISABLE_PIP_VERSION_CHECK")}
+    return dict(keep, PATH=f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", HOME=str(home),
+                RLRECIPES_STANDIN_INVENTORY=str(INVENTORIES[host]), RLRECIPES_DOCKER_LOG=str(docker_log),
+                **({"RLRECIPES_COMPOSE_BIN": compose_bin} if compose_bin else {}))
+
+
+def docker_calls(log: Path) -> list[dict]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def run_option(argv: list[str], flag: str) -> list[str]:
+    """Every value of a `docker run` option given as `FLAG VALUE` (before the image)."""
+    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]

@@ -1,0 +1,178 @@
+"""The GPU-host path from a fresh clone: every command the README and docs tell a GPU-host user to type
+(blocks marked `<!-- gpu-host: HOST -->`, see tests/support/gpuhost.py) runs on a simulated host -- stand-in
+`nvidia-smi` for 4x A100 80GB, 1x P40 or 1x H200, a recording `docker` -- up to where only the GPU is
+missing: the image it builds, the image, GPUs, volumes and environment each container would get, and the
+stage it would run. A fresh clone has no .venvs: these commands must not need the test environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from support.docker import compose_binary
+from support.gpuhost import HOST_IMAGE, INVENTORIES, REPO, doc_blocks, docker_calls, fresh_clone, host_env
+
+from rlrecipes.images import IMAGES
+
+pytestmark = pytest.mark.slow
+
+VOLUMES = {"rlrecipes_data:/workspace/data", "rlrecipes_models:/workspace/models",
+           "rlrecipes_checkpoints:/workspace/checkpoints", "rlrecipes_hf-cache:/workspace/hf-cache",
+           "rlrecipes_logs:/workspace/logs"}
+_VALUE_OPTIONS = {"--shm-size", "--ulimit", "-e", "-v", "--gpus", "--env-file", "--entrypoint", "--name"}
+
+
+def parse_run(argv: list[str]) -> dict:
+    """`docker run OPTIONS IMAGE STAGE ARGS...` -> image, stage, args and the options that matter."""
+    assert argv[0] == "run", argv
+    opts: dict[str, list[str]] = {}
+    i = 1
+    while argv[i].startswith("-"):
+        if argv[i] in _VALUE_OPTIONS:
+            opts.setdefault(argv[i], []).append(argv[i + 1])
+            i += 2
+        else:
+            opts.setdefault(argv[i], []).append("")
+            i += 1
+    env = dict(item.split("=", 1) for item in opts.get("-e", []))
+    return {"image": argv[i], "stage": argv[i + 1], "args": argv[i + 2:], "gpus": opts.get("--gpus", [None])[-1],
+            "volumes": set(opts.get("-v", [])), "env": env, "shm": opts.get("--shm-size", [None])[-1]}
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """One fresh clone for the module; its .venvs/host is made by the first command that needs it."""
+    return fresh_clone(tmp_path_factory.mktemp("clone"))
+
+
+def gpu_count(host: str) -> int:
+    import json
+    inv = json.loads(INVENTORIES[host].read_text())
+    return sum(g.get("count", 1) for g in inv["gpus"])
+
+
+def run_block(clone: Path, tmp_path: Path, host: str, script: str, timeout: float = 600):
+    log = tmp_path / f"docker-{host}.jsonl"
+    log.unlink(missing_ok=True)
+    env = host_env(tmp_path / "bin", host, log, tmp_path / "home", compose_binary())
+    (tmp_path / "home").mkdir(exist_ok=True)
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    return proc, docker_calls(log)
+
+
+BLOCKS = [(b, h) for b in doc_blocks() for h in b.hosts]
+
+
+def test_the_docs_mark_the_gpu_host_commands():
+    marked = {(b.doc, h) for b, h in BLOCKS}
+    assert ("README.md", "a100") in marked and ("README.md", "p40") in marked and ("README.md", "h200") in marked
+    texts = "\n".join(b.text for b, _ in BLOCKS)
+    for command in ("make build-a100 && make train", "make build-p40", "docker compose up p40-ppo",
+                    "make smoke", "make merge eval", "make report", "docker compose up a100-grpo"):
+        assert command in texts, f"no gpu-host block runs {command!r}"
+
+
+@pytest.mark.parametrize(("block", "host"), BLOCKS, ids=[f"{b.id}-{h}" for b, h in BLOCKS])
+def test_doc_block_runs_on_a_fresh_clone_up_to_the_gpu(clone, tmp_path, block, host):
+    proc, calls = run_block(clone, tmp_path, host, block.text)
+    assert proc.returncode == 0, f"{block.id} on {host} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert not (clone / ".venvs" / "dev").exists(), "a GPU-host command built the test environment"
+    assert calls, f"{block.id}: nothing reached docker"
+    family = HOST_IMAGE[host]
+    image = IMAGES[family]
+    for call in calls:
+        argv = call["argv"]
+        if argv[0] == "build":
+            assert argv[argv.index("-f") + 1].endswith(f"docker/{family}.Dockerfile"), argv
+            assert argv[argv.index("-t") + 1] == image.tag
+        elif argv[0] == "run":
+            run = parse_run(argv)
+            assert run["image"] == image.tag, f"{block.id} on {host}: {run['stage']} would run in {run['image']}"
+            assert run["volumes"] >= VOLUMES
+            assert run["env"]["RECIPE"], argv
+            if run["gpus"] not in (None, "all"):
+                assert int(run["gpus"]) <= gpu_count(host), f"--gpus {run['gpus']} on {gpu_count(host)} GPU(s)"
+            if run["stage"] in ("run", "train", "resume", "smoke", "preflight"):
+                assert run["gpus"] is not None, f"{run['stage']} without GPUs"
+                assert int(run["shm"].rstrip("g")) >= 10
+        elif argv[0] == "compose":
+            assert call.get("config_rc") == 0, call.get("config")
+            for name in call["services"]:
+                svc = call["config"]["services"][name]
+                assert svc["image"] == image.tag, f"{name} on {host} runs {svc['image']}"
+                (device,) = svc["deploy"]["resources"]["reservations"]["devices"]
+                count = device["count"]
+                assert count == "all" or int(count) <= gpu_count(host), f"{name} reserves {count} GPUs"
+                assert svc["depends_on"]["watchdog"]["condition"] == "service_healthy"
+        else:
+            pytest.fail(f"unexpected docker call {argv}")
+
+
+def test_build_and_train_on_a_fresh_a100_host(clone, tmp_path):
+    """The issue's first command. Old code: `make: *** [Makefile:74: build-a100] Error 127` (.venvs/dev/bin/python)."""
+    proc, calls = run_block(clone, tmp_path, "a100", "make build-a100 && make train")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    build, train = (c["argv"] for c in calls)
+    assert build[:3] == ["build", "-f", str(clone / "docker" / "a100.Dockerfile")]
+    run = parse_run(train)
+    assert (run["image"], run["stage"], run["gpus"]) == (IMAGES["a100"].tag, "run", "all")
+    assert run["env"] == {"RECIPE": "qwen2.5-3b-gsm8k-grpo-lora", "PROFILE": ""}
+    host_venv = clone / ".venvs" / "host"
+    site = next(host_venv.glob("lib/python*/site-packages"))
+    assert not (site / "torch").exists() and not (site / "pyarrow").exists(), "the host environment must stay light"
+
+
+def test_p40_walkthrough_runs_everything_in_the_p40_image(clone, tmp_path):
+    """Old README: `make smoke GPUS=1` used the default RECIPE, i.e. the A100 image on a P40."""
+    (p40,) = [b for b in doc_blocks() if b.doc == "README.md" and b.hosts == ("p40",)]
+    proc, calls = run_block(clone, tmp_path, "p40", p40.text)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stages = [parse_run(c["argv"])["stage"] for c in calls if c["argv"][0] == "run"]
+    assert stages == ["smoke", "merge", "eval", "report"]
+    images = {parse_run(c["argv"])["image"] for c in calls if c["argv"][0] == "run"}
+    assert images == {IMAGES["p40"].tag}
+
+
+@pytest.mark.parametrize(("target", "image"), [("build-a100", "a100"), ("build-p40", "p40")])
+def test_build_targets_on_a_cpu_host_suggest_their_own_standin(target, image):
+    """Old code: `make build-p40` on a CPU host suggested `build-image.sh a100 --standin`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    env["PATH"] = "/usr/bin:/bin"  # no nvidia-smi
+    proc = subprocess.run(["make", "--no-print-directory", target], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode != 0
+    assert f"scripts/build-image.sh {image} --standin" in proc.stderr
+    other = "p40" if image == "a100" else "a100"
+    assert f"build-image.sh {other}" not in proc.stderr
+
+
+def test_host_targets_never_use_the_test_environment():
+    """Old code: build-a100, build-p40, plan, data, model, launchers, runpod-template ran .venvs/dev."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    for target in ("build-a100", "build-p40", "train", "resume", "smoke", "plan", "data", "model", "preflight",
+                   "merge", "eval", "report", "monitor", "launchers", "runpod-template", "host"):
+        dry = subprocess.run(["make", "-n", target], cwd=REPO, env=env, capture_output=True, text=True).stdout
+        assert ".venvs/dev" not in dry and "mkvenv.sh" not in dry.split("host-python.sh")[0], (target, dry)
+
+
+def test_host_requirements_are_the_packages_own_dependencies_without_torch():
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    host = [ln.strip() for ln in (REPO / "requirements" / "host.txt").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+    assert host and set(host) <= set(deps), set(host) - set(deps)
+    assert not any(re.match(r"(torch|pyarrow|numpy|transformers)\b", line) for line in host)
+
+
+def test_test_environments_pin_the_cpu_build_of_torch():
+    """Old code: `torch==2.13.0` -- where no local CPU wheel exists, pip takes PyPI's multi-GB CUDA build."""
+    for req in sorted((REPO / "requirements").glob("*.txt")):
+        for line in req.read_text().splitlines():
+            if re.match(r"torch\s*==", line):
+                assert re.match(r"torch==\S+\+cpu\b", line), f"{req.name}: {line}"
+    mkvenv = (REPO / "scripts" / "mkvenv.sh").read_text()
+    assert "https://download.pytorch.org/whl/cpu" in mkvenv
