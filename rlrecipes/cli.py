@@ -9,12 +9,15 @@ Modules keep heavy imports (torch, verl, transformers, datasets) inside their fu
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 import textwrap
 
 from rlrecipes import __version__
-from rlrecipes.errors import RecipeError
+from rlrecipes.errors import (EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID,
+                              RecipeError)
 
 # name -> (module, function, one-line help, examples)
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
@@ -162,17 +165,58 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0]
     if name not in COMMANDS:
         top.error(f"unknown command {name!r}; choose from: {', '.join(COMMANDS)}")
-    parser, run = _command_parser(name)
-    args = parser.parse_intermixed_args(argv[1:])
     try:
+        parser, run = _command_parser(name)
+        args = parser.parse_intermixed_args(argv[1:])
         return int(run(args) or 0)
     except RecipeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except ImportError as exc:
+        # Stages import their heavy dependencies (torch, verl, ...) when they run.
+        print(f"error: {name} needs {exc.name or exc}, which is not installed in {sys.executable} "
+              f"(hint: run it in the image that has it, or pip install the missing package)", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    except OSError as exc:
+        return _os_error(exc)
+    except MemoryError:
+        print(f"error: {name}: out of memory", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:  # a bug: say so in one line, not as a traceback that looks like a user error
+        if os.environ.get("RLRECIPES_DEBUG"):
+            raise
+        print(f"internal error in `rlrecipes {name}`: {type(exc).__name__}: {exc} (this is a bug in rlrecipes; "
+              "RLRECIPES_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
+
+# errno -> (exit code, hint) for OSErrors that reach the top: a path the user named cannot be used.
+_OS_HINTS = {
+    errno.EROFS: (EXIT_INVALID, "the filesystem is read-only: pick a path on a writable one"),
+    errno.EACCES: (EXIT_INVALID, "no permission: pick a path this user may write, or fix its owner/mode"),
+    errno.EPERM: (EXIT_INVALID, "operation not permitted here: pick another path"),
+    errno.EISDIR: (EXIT_INVALID, "a directory is in the way: name a file, or remove the directory"),
+    errno.ENOTDIR: (EXIT_INVALID, "a file is in the way of a directory: pick another path"),
+    errno.EEXIST: (EXIT_INVALID, "something already exists there: pick another path or remove it"),
+    errno.ENOENT: (EXIT_INVALID, "check the path"),
+    errno.ENAMETOOLONG: (EXIT_INVALID, "shorten the path"),
+    errno.ELOOP: (EXIT_INVALID, "a symlink loop: fix the path"),
+    errno.EINVAL: (EXIT_INVALID, "this filesystem does not accept that (e.g. /proc, /sys): pick a normal directory"),
+    errno.ENOSPC: (EXIT_FAILED, "the disk is full: free space and run again (nothing was replaced)"),
+    errno.EDQUOT: (EXIT_FAILED, "the disk quota is exhausted: free space and run again (nothing was replaced)"),
+}
+
+
+def _os_error(exc: OSError) -> int:
+    code, hint = _OS_HINTS.get(exc.errno, (EXIT_FAILED, ""))
+    where = exc.filename if exc.filename is not None else ""
+    what = exc.strerror or str(exc)
+    line = f"error: {where}: {what}" if where else f"error: {what}"
+    print(line + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
+    return code
 
 if __name__ == "__main__":
     raise SystemExit(main())

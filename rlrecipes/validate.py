@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlrecipes.errors import RecipeError
+from rlrecipes.errors import EnvironmentMissing
 from rlrecipes.paths import repo_root
 from rlrecipes.recipe import ResolvedRun
 from rlrecipes.verl.env import python_for
@@ -56,12 +56,26 @@ def validate_runs(runs: list[ResolvedRun], timeout: float = 300) -> list[Validat
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(repo_root()),
                                                                         os.environ.get("PYTHONPATH")])),
                    RAY_DEDUP_LOGS="0", HYDRA_FULL_ERROR="1")
-        proc = subprocess.run([str(python), "-m", "rlrecipes.verl.check"], input=json.dumps(request),
-                              capture_output=True, text=True, timeout=timeout, env=env, cwd=repo_root())
-        if proc.returncode != 0 or not proc.stdout.strip():
-            raise RecipeError(f"verl {version} validator crashed (exit {proc.returncode}):\n"
-                              f"{proc.stderr.strip()[-2000:]}", where=str(python))
-        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        hint = f"point it at the python of an environment with verl {version} (make envs builds one)"
+        try:
+            proc = subprocess.run([str(python), "-m", "rlrecipes.verl.check"], input=json.dumps(request),
+                                  capture_output=True, text=True, timeout=timeout, env=env, cwd=repo_root())
+        except OSError as exc:  # not a program at all (ENOEXEC, EACCES, ...)
+            raise EnvironmentMissing(f"cannot run the verl {version} interpreter: {exc.strerror}",
+                                     where=str(python), hint=hint) from None
+        try:
+            answer = json.loads(proc.stdout.strip().splitlines()[-1])
+            found = {answer.get("verl"), *(item.get("verl") for item in answer["results"])}
+        except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+            # No JSON answer: the interpreter is not a Python that can import rlrecipes and verl.
+            last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+            raise EnvironmentMissing(f"not a working Python with verl {version} (exit {proc.returncode}: "
+                                     f"{last[:200]})", where=str(python), hint=hint) from None
+        wrong = sorted(v for v in found if v and v != version)
+        if wrong:
+            # A schema error from the wrong verl would read as a mistake in the recipe.
+            raise EnvironmentMissing(f"this interpreter has verl {wrong[0]}, not {version}", where=str(python),
+                                     hint=hint)
         for item in answer["results"]:
             i = item["id"]
             results[i] = Validation(

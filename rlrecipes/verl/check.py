@@ -286,7 +286,10 @@ def main() -> int:
             result = check(list(job["overrides"]))
             result["id"] = job.get("id")
             results.append(result)
-    json.dump({"results": results}, sys.stdout, default=str)
+    import verl
+
+    # Every answer names the verl that gave it, so the caller can refuse an interpreter with the wrong one.
+    json.dump({"verl": verl.__version__, "results": results}, sys.stdout, default=str)
     sys.stdout.write("\n")
     return 0
 

@@ -11,7 +11,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from rlrecipes.errors import RecipeError
+from rlrecipes.errors import EnvironmentMissing, RecipeError
 from rlrecipes.paths import venvs_dir
 
 
@@ -26,7 +26,14 @@ def python_for(version: str) -> Path:
     """The interpreter to run verl `version` with; RecipeError naming how to get one if none exists."""
     env_key = "RLRECIPES_VERL_" + version.replace(".", "_") + "_PYTHON"
     if os.environ.get(env_key):
-        return Path(os.environ[env_key])
+        path = Path(os.environ[env_key])
+        what = ("names nothing" if not path.exists() else "names a directory" if path.is_dir()
+                else "names a file that is not executable" if not os.access(path, os.X_OK) else "")
+        if what:
+            raise EnvironmentMissing(f"{env_key} {what}", where=str(path),
+                                     hint=f"point it at the python of an environment with verl {version}, "
+                                          f"e.g. .venvs/verl-{version}/bin/python")
+        return path
     if installed_verl() == version:
         return Path(sys.executable)
     candidate = venvs_dir() / f"verl-{version}" / "bin" / "python"

@@ -1,0 +1,105 @@
+"""One error path: every user error is one line with a documented exit code, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from rlrecipes.cli import main
+from rlrecipes.errors import EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_INVALID
+
+RECIPE = "qwen2.5-0.5b-gsm8k-ppo"  # verl 0.5.0 image
+
+
+def one_line_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    def make(name: str, body: str | None, mode: int = 0o755):
+        path = tmp_path / name
+        if body is None:
+            path.mkdir()
+        else:
+            path.write_text(body)
+            os.chmod(path, mode)
+        return path
+
+    return make
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("nothing", "RLRECIPES_VERL_0_5_0_PYTHON names nothing"),
+    ("directory", "RLRECIPES_VERL_0_5_0_PYTHON names a directory"),
+    ("not executable", "names a file that is not executable"),
+    ("not a program", "cannot run the verl 0.5.0 interpreter"),
+    ("not python", "not a working Python with verl 0.5.0"),
+])
+def test_verl_python_naming_nothing_usable_is_an_environment_error(monkeypatch, capsys, fake_python, tmp_path,
+                                                                  kind, message):
+    path = {"nothing": lambda: tmp_path / "nope",
+            "directory": lambda: fake_python("dir", None),
+            "not executable": lambda: fake_python("py", "#!/bin/sh\n", 0o644),
+            "not a program": lambda: fake_python("py", "\x7fELF garbage"),
+            "not python": lambda: fake_python("py", "#!/bin/sh\necho hello\nexit 0\n")}[kind]()
+    monkeypatch.setenv("RLRECIPES_VERL_0_5_0_PYTHON", str(path))
+    assert main(["validate", RECIPE]) == EXIT_ENVIRONMENT
+    line = one_line_error(capsys.readouterr().err)
+    assert message in line and str(path) in line
+
+
+@pytest.mark.verl
+def test_verl_python_with_the_wrong_verl_is_named_as_such(monkeypatch, capsys, verl_python):
+    monkeypatch.setenv("RLRECIPES_VERL_0_8_0_PYTHON", str(verl_python("0.5.0")))
+    assert main(["validate", "qwen2.5-3b-gsm8k-grpo-lora"]) == EXIT_ENVIRONMENT  # a verl 0.8.0 recipe
+    assert "this interpreter has verl 0.5.0, not 0.8.0" in one_line_error(capsys.readouterr().err)
+
+
+def test_an_unexpected_exception_is_one_line_with_its_own_exit_code(monkeypatch, capsys):
+    import rlrecipes.recipe_cli as rc
+
+    def boom(args):
+        raise TypeError("unsupported operand")
+
+    monkeypatch.setattr(rc, "list_recipes", boom)
+    assert main(["recipes"]) == EXIT_INTERNAL
+    line = one_line_error(capsys.readouterr().err)
+    assert "internal error" in line and "TypeError: unsupported operand" in line and "bug" in line
+    monkeypatch.setenv("RLRECIPES_DEBUG", "1")
+    with pytest.raises(TypeError):
+        main(["recipes"])
+
+
+@pytest.mark.parametrize(("errno_name", "code"), [("EROFS", EXIT_INVALID), ("ENOSPC", 1), ("EACCES", EXIT_INVALID)])
+def test_os_errors_reaching_the_top_are_one_line(monkeypatch, capsys, errno_name, code):
+    import errno
+
+    import rlrecipes.recipe_cli as rc
+
+    def fail(args):
+        raise OSError(getattr(errno, errno_name), os.strerror(getattr(errno, errno_name)), "/some/out/file")
+
+    monkeypatch.setattr(rc, "list_recipes", fail)
+    assert main(["recipes"]) == code
+    line = one_line_error(capsys.readouterr().err)
+    assert line.startswith("error: /some/out/file: ") and "hint:" in line
+
+
+def test_recipe_errors_print_their_hint_on_the_same_line(capsys):
+    assert main(["plan", "no-such-recipe"]) == EXIT_INVALID
+    one_line_error(capsys.readouterr().err)
+
+
+def test_exit_codes_are_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
+    for code in ("0", "1", "2", "3", "70", "130"):
+        assert f"| {code} |" in doc
+    assert stat.S_ISREG(os.stat(Path(__file__)).st_mode)
