@@ -108,7 +108,7 @@ def test_restarted_and_truncated_run_from_real_loggers(run_in_verl, tmp_path, ve
     assert not (out / "gpu_memory.png").exists()  # not logged in this run
     assert "Not logged in this run: gpu_memory." in md
     html = (out / "report.html").read_text()
-    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
+    images = re.findall(r"src=\"data:image/png;base64,([A-Za-z0-9+/=]+)\"", html)
     assert len(images) == 8 and all(base64.b64decode(i)[:4] == b"\x89PNG" for i in images)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["headline"]["last_step"] == 9

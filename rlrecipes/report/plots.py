@@ -43,6 +43,8 @@ def panel_keys(panel: Panel, keys: list[str]) -> list[str]:
 
 
 def _draw(ax, run: RunMetrics, panel: Panel, keys: list[str]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     for key in keys:
         xs, ys = run.series(key)
         style = "-o" if len(xs) <= 30 else "-"
@@ -51,6 +53,7 @@ def _draw(ax, run: RunMetrics, panel: Panel, keys: list[str]) -> None:
         ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
     ax.set_title(panel.title, fontsize=10)
     ax.set_xlabel("step", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at 2.5
     if panel.ylabel:
         ax.set_ylabel(panel.ylabel, fontsize=8)
     ax.tick_params(labelsize=7)

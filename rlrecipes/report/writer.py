@@ -57,8 +57,11 @@ def headline_rows(head: dict) -> list[tuple[str, str]]:
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    def cell(text: str) -> str:  # a `|` inside a cell would end it
+        return str(text).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
     return lines
 
 
@@ -106,45 +109,32 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+HTML_STYLE = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em}"
+              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;"
+              "text-align:left}img{max-width:100%}code{background:#f4f4f4}")
+
+
 def render_html(report: dict, plot_dir: Path) -> str:
-    esc = html.escape
+    """report.md rendered by markdown-it-py (CommonMark + tables), plots embedded so the file stands alone.
 
-    def table(header: list[str], rows: list[list[str]]) -> str:
-        head = "".join(f"<th>{esc(h)}</th>" for h in header)
-        body = "".join("<tr>" + "".join(f"<td>{esc(c.strip('`'))}</td>" for c in row) + "</tr>" for row in rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    Raw HTML in the Markdown is escaped, not passed through (`html: False`): metric names, paths and
+    warnings come from the run's files.
+    """
+    from markdown_it import MarkdownIt
 
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{esc(report['title'])}</title>",
-        "<style>body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;"
-        "text-align:left}img{max-width:100%}code{background:#f4f4f4}</style></head><body>",
-        f"<h1>{esc(report['title'])}</h1>",
-        f"<p>Generated {esc(report['generated'])} from:</p><ul>",
-        *[f"<li><code>{esc(s)}</code></li>" for s in report["sources"]],
-        "</ul><h2>Headline</h2>",
-        table(["", "value"], [list(r) for r in headline_rows(report["headline"])]),
-    ]
-    if report["eval_rows"]:
-        parts += ["<h2>Evaluation (lm-eval, exact_match)</h2>", table(report["eval_header"], report["eval_rows"])]
-    if report.get("fast_rows"):
-        parts += ["<h2>Fast evaluation (training reward on the GSM8K test parquet)</h2>",
-                  table(report["fast_header"], report["fast_rows"])]
-    parts.append("<h2>Plots</h2>")
-    titles = {panel.name: panel.title for panel in PANELS}
-    for name, filename in report["plots"].items():
-        if name == "overview":
-            continue
-        data = base64.b64encode((plot_dir / filename).read_bytes()).decode("ascii")
-        parts += [f"<h3>{esc(titles.get(name, name))}</h3>",
-                  f"<img alt='{esc(name)}' src='data:image/png;base64,{data}'>"]
-    if report["missing_panels"]:
-        parts.append(f"<p>Not logged in this run: {esc(', '.join(report['missing_panels']))}.</p>")
-    if report["warnings"]:
-        parts += ["<h2>Notes</h2><ul>", *[f"<li>{esc(w)}</li>" for w in report["warnings"]], "</ul>"]
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(render_markdown(report))
+    for token in tokens:
+        for child in token.children or []:
+            if child.type == "image":
+                src = str(child.attrGet("src") or "")
+                if src in report["plots"].values():  # our own PNGs, by file name
+                    data = base64.b64encode((plot_dir / src).read_bytes()).decode("ascii")
+                    child.attrSet("src", f"data:image/png;base64,{data}")
+    body = md.renderer.render(tokens, md.options, {})
+    return ("<!doctype html><html><head><meta charset='utf-8'>\n"
+            f"<title>{html.escape(report['title'])}</title>\n<style>{HTML_STYLE}</style></head><body>\n"
+            f"{body}</body></html>\n")
 
 
 def write_report(report: dict, out_dir: Path) -> dict[str, Path]:
