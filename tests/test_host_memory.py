@@ -75,7 +75,8 @@ def test_a_limit_without_readable_usage_still_caps(tmp_path, meminfo):
 
 
 def test_preflight_fails_a_run_that_exceeds_the_container_limit(tmp_path):
-    from rlrecipes.preflight import checks as preflight_checks
+    from rlrecipes.memory import host_ram_need
+    from rlrecipes.preflight.checks import Context, check_host_ram
     from rlrecipes.recipe import resolve
 
     root = cgroup_v2(tmp_path / "cg", str(2 * GIB), GIB // 2)
@@ -83,10 +84,12 @@ def test_preflight_fails_a_run_that_exceeds_the_container_limit(tmp_path):
     assert host.ram_total_bytes == 2 * GIB and host.ram_limit_source == str(root / "memory.max")
     run = resolve("qwen2.5-0.5b-gsm8k-ppo", env={"MODELS_DIR": str(tmp_path), "DATA_DIR": str(tmp_path),
                                                  "CKPT_DIR": str(tmp_path), "LOG_DIR": str(tmp_path)})
-    need, _ = preflight_checks.host_ram_need(run)
+    need, _ = host_ram_need(run)
     assert need > 2 * GIB  # the point of the test: the host has more, the container less
-    got = preflight_checks.check_host_ram(preflight_checks.Context(run, None, host))
-    assert got.status == "fail" and "2.0 GiB" in got.message
+    got = check_host_ram(Context(run, None, host))
+    assert got.status == "fail"
+    assert f"the container's memory limit ({root / 'memory.max'}) is 2.0 GiB" in got.message
+    assert "mem_limit" in got.fix
 
 
 # ------------------------------------------------------------------------------- ray-node.sh

@@ -142,8 +142,12 @@ def check_host_ram(ctx: Context) -> Check:
     if host.ram_total_bytes is None:
         return Check("host-ram", WARN, f"host RAM unknown; the run needs ~{human_bytes(need)}", "")
     detail = f"~{human_bytes(need)} ({', '.join(parts)})"
+    has = (f"the container's memory limit ({host.ram_limit_source}) is" if host.ram_limit_source
+           else "the host has")
     if need > host.ram_total_bytes:
-        return Check("host-ram", FAIL, f"needs {detail} but the host has {human_bytes(host.ram_total_bytes)}",
+        return Check("host-ram", FAIL, f"needs {detail} but {has} {human_bytes(host.ram_total_bytes)}",
+                     "raise the container's memory limit (docker run --memory, compose mem_limit)"
+                     if host.ram_limit_source else
                      "turn offloading off where GPU memory allows, use fewer GPUs per node, or a bigger host")
     available = host.ram_available_bytes or host.ram_total_bytes
     if need > available:
