@@ -60,6 +60,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 # Dependencies before source: this layer is rebuilt only when the lock changes.
 COPY docker/a100.lock /opt/rlrecipes/docker/a100.lock
 COPY scripts/install-lock.py /opt/rlrecipes/scripts/install-lock.py
+COPY rlrecipes/images.py /opt/rlrecipes/rlrecipes/images.py
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then set -- --skip-gpu; fi; \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/a100.lock "$@"
@@ -87,7 +88,8 @@ assert torch.__version__.split('+')[0] == '${TORCH_VERSION}', torch.__version__;
 assert torch.version.cuda.startswith('12.8'), torch.version.cuda; \
 assert vllm.__version__ == '${VLLM_VERSION}', vllm.__version__; \
 assert verl.__version__ == '${VERL_VERSION}', verl.__version__; \
-print('torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__)"
+print('torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__)" \
+    && python /opt/rlrecipes/rlrecipes/images.py check-torch a100
 
 # The project itself last: editing a recipe rebuilds only these layers.
 # README.m[d]: setuptools reads it for the package metadata; the glob keeps a checkout without it buildable.

@@ -1,5 +1,6 @@
 # P40 (Pascal, sm_61) image: verl 0.5.0 with Hugging Face rollout, FP32, eager attention, on CUDA 11.8,
-# Python 3.10, torch 2.6.0+cu118 (the newest torch build with sm_61 kernels on CUDA 11.8).
+# Python 3.10, torch 2.6.0+cu118. PyTorch's cu118 wheels carry sm_60 kernels (not sm_61), which run on every
+# sm_6x GPU; 2.7.1 is the last cu118 release, and the cu128 builds have no Pascal code at all.
 # Build:  make build-p40     (docker build -f docker/p40.Dockerfile -t rlrecipes/p40:<tag> .)
 # No vLLM (needs sm_70+), no flash-attn (needs sm_80; importing it would also switch verl to Triton kernels,
 # which need sm_70+). verl is patched for sm_61 by scripts/patch_verl_p40.py right after it is installed.
@@ -53,12 +54,14 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:${PATH}
 
 # torch first, exact version from the PyTorch index (it brings its own CUDA 11.8 runtime wheels). The arch check
-# reads the compiled kernel list: torch.cuda.get_arch_list() is empty without a GPU, as in every docker build.
+# (rlrecipes/images.py: torch_runs_on, unit-tested) reads the compiled kernel list -- torch.cuda.get_arch_list()
+# is empty without a GPU, as in every docker build -- and accepts sm_60/sm_61 cubins or compute_6x PTX.
+COPY rlrecipes/images.py /opt/rlrecipes/rlrecipes/images.py
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then echo "SKIP_GPU_WHEELS=1: no torch"; exit 0; fi; \
     pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}+${TORCH_CUDA}" \
-    && python -c "import torch; assert torch.version.cuda == '11.8', torch.version.cuda; \
-flags = torch._C._cuda_getArchFlags(); assert 'sm_61' in flags.split(), flags; print('torch', torch.__version__, flags)"
+    && python -c "import torch; assert torch.version.cuda == '11.8', torch.version.cuda" \
+    && python /opt/rlrecipes/rlrecipes/images.py check-torch p40
 
 # Dependencies before source: this layer is rebuilt only when the lock changes.
 COPY docker/p40.lock /opt/rlrecipes/docker/p40.lock

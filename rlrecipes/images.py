@@ -2,10 +2,16 @@
 
 These defaults must agree with the ARG defaults in docker/<name>.Dockerfile and the lock files
 (tests/test_images.py checks it).
+
+Stdlib only, and runnable as a file: the Dockerfiles copy it in before the project and run
+`python images.py check-torch <image>` right after installing torch, so a torch build without kernels for the
+image's GPUs fails the build, not the first training step.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -20,6 +26,8 @@ class Image:
     verl: str
     rollout_engines: tuple[str, ...]
     min_driver: str  # oldest driver branch that runs this CUDA runtime
+    # The oldest compute capability the image is built to run on: its torch must have kernels for it.
+    min_capability: str
     notes: str = ""
 
     @property
@@ -39,6 +47,7 @@ IMAGES: dict[str, Image] = {
         verl="0.8.0",
         rollout_engines=("vllm",),
         min_driver="570",
+        min_capability="8.0",
         notes="BF16, FlashAttention-2, vLLM 0.11.0 async rollout",
     ),
     "p40": Image(
@@ -51,6 +60,58 @@ IMAGES: dict[str, Image] = {
         verl="0.5.0",
         rollout_engines=("hf",),
         min_driver="520",
+        min_capability="6.1",
         notes="FP32, eager attention, HF generate rollout, verl patched for sm_61",
     ),
 }
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.strip().partition(".")
+    return int(major), int(minor or 0)
+
+
+def torch_runs_on(arch_flags: str | Iterable[str], capability: str) -> bool:
+    """Whether a CUDA build of torch, compiled for `arch_flags` (`torch._C._cuda_getArchFlags()`, e.g.
+    "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"), has code a GPU of compute capability `capability`
+    (e.g. "6.1") can run.
+
+    CUDA's rules: a cubin for sm_XY runs on devices of the same major version X and minor >= Y (sm_60 code runs
+    on a 6.1 Tesla P40; no cubin runs across major versions); PTX for compute_XY is compiled by the driver for
+    any device of capability >= X.Y. PyTorch's cu118/cu124/cu126 wheels ship sm_60, not sm_61 -- so asking for
+    'sm_61' by name rejects every one of them.
+    """
+    flags = arch_flags.split() if isinstance(arch_flags, str) else list(arch_flags)
+    major, minor = _capability(capability)
+    for flag in flags:
+        kind, _, digits = flag.partition("_")
+        digits = digits.rstrip("af")  # sm_90a / sm_100f: arch-specific variants of the same capability
+        if len(digits) < 2 or not digits.isdigit():
+            continue
+        f_major, f_minor = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and f_major == major and f_minor <= minor:
+            return True
+        if kind == "compute" and (f_major, f_minor) <= (major, minor):
+            return True
+    return False
+
+
+def check_torch(image: str) -> int:
+    """The build-time check: the installed torch can run on the image's oldest GPU. Exit code 0 or 1."""
+    import torch  # noqa: PLC0415 -- only inside an image build, after torch is installed
+
+    wanted = IMAGES[image].min_capability
+    flags = torch._C._cuda_getArchFlags()
+    if torch_runs_on(flags, wanted):
+        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) runs on compute capability {wanted}: {flags}")
+        return 0
+    print(f"error: torch {torch.__version__} (CUDA {torch.version.cuda}) has no kernels for compute capability "
+          f"{wanted} (needs sm_{wanted.split('.')[0]}x cubins up to sm_{wanted.replace('.', '')} or older PTX); "
+          f"it was built for: {flags}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "check-torch" or sys.argv[2] not in IMAGES:
+        sys.exit(f"usage: python images.py check-torch {{{','.join(IMAGES)}}}")
+    sys.exit(check_torch(sys.argv[2]))

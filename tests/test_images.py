@@ -4,12 +4,14 @@ agree, and the stand-in base images cover every FROM (so CI builds what users bu
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from support.docker import dockerfile_bases, standin_tags
 
-from rlrecipes.images import IMAGES
+from rlrecipes.images import IMAGES, torch_runs_on
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,3 +100,63 @@ def test_dockerfile_has_no_syntax_line_or_heredoc(dockerfile):
     text = (REPO / "docker" / dockerfile).read_text()
     assert not text.startswith("# syntax="), "the frontend image cannot be pulled in CI"
     assert not re.search(r"<<-?\s*['\"]?[A-Z]+", text), "heredocs need a newer frontend than the daemon's own"
+
+
+# Real `torch._C._cuda_getArchFlags()` lists of PyTorch's wheels (pytorch/builder's TORCH_CUDA_ARCH_LIST per CUDA
+# version; the moi90/pytorch_compute_capabilities table lists the same for 2.6.0 cu118/cu124 and 2.7.0 cu128).
+TORCH_ARCHS = {
+    "2.6.0+cu118": "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90",
+    "2.6.0+cu124": "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90",
+    "2.7.0+cu128": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
+    "2.5.1+cu124": "sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 sm_86 sm_90 sm_90a",
+}
+
+
+@pytest.mark.parametrize(("build", "capability", "runs"), [
+    ("2.6.0+cu118", "6.1", True),    # the P40 image's torch: sm_60 cubins run on sm_61 (the old check said no)
+    ("2.6.0+cu124", "6.1", True),    # sm_60
+    ("2.7.0+cu128", "6.1", False),   # no sm_6x at all
+    ("2.5.1+cu124", "6.1", True),    # sm_61 by name
+    ("2.6.0+cu118", "6.0", True),
+    ("2.6.0+cu118", "8.0", True),    # A100
+    ("2.6.0+cu118", "8.9", True),    # sm_86 runs on 8.9 (same major, newer minor)
+    ("2.7.0+cu128", "12.0", True),
+    ("2.7.0+cu128", "7.0", False),   # V100: cu128 starts at sm_75
+    ("2.6.0+cu124", "10.0", False),  # Blackwell: no sm_10x, no PTX
+    ("2.5.1+cu124", "9.0", True),    # sm_90a is an sm_90 variant
+])
+def test_torch_runs_on_real_arch_lists(build, capability, runs):
+    assert torch_runs_on(TORCH_ARCHS[build], capability) is runs
+
+
+@pytest.mark.parametrize(("flags", "capability", "runs"), [
+    ("sm_70 compute_70", "6.1", False),  # PTX only runs on its own capability or newer
+    ("sm_50 compute_60", "6.1", True),   # compute_60 PTX is JIT-compiled for 6.1
+    ("sm_61", "6.0", False),             # a cubin never runs on an older minor
+    ("sm_52", "6.1", False),             # nor across major versions
+    ("", "6.1", False),                  # a CPU build lists nothing
+])
+def test_torch_runs_on_cubin_and_ptx_rules(flags, capability, runs):
+    assert torch_runs_on(flags, capability) is runs
+
+
+@pytest.mark.parametrize(("name", "flags", "code"), [
+    ("p40", TORCH_ARCHS["2.6.0+cu118"], 0),
+    ("p40", TORCH_ARCHS["2.7.0+cu128"], 1),
+    ("a100", TORCH_ARCHS["2.7.0+cu128"], 0),
+])
+def test_dockerfiles_run_the_capability_check(tmp_path, name, flags, code):
+    """The build step itself: `python images.py check-torch NAME` as a file, against a torch that reports `flags`."""
+    text = (REPO / IMAGES[name].dockerfile).read_text()
+    assert f"images.py check-torch {name}" in text and "'sm_61' in" not in text
+    fake = tmp_path / "torch"
+    (fake / "_C").mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "from types import SimpleNamespace\n__version__ = 'fake'\nversion = SimpleNamespace(cuda='11.8')\n"
+        "from . import _C\n")
+    (fake / "_C" / "__init__.py").write_text(f"def _cuda_getArchFlags():\n    return {flags!r}\n")
+    proc = subprocess.run([sys.executable, str(REPO / "rlrecipes" / "images.py"), "check-torch", name],
+                          capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == code, proc.stderr
+    if code:
+        assert f"no kernels for compute capability {IMAGES[name].min_capability}" in proc.stderr
