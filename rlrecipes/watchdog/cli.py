@@ -54,6 +54,10 @@ def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quota", metavar="SIZE", help="bytes allowed under the root, e.g. 200G")
     budget.add_argument("--min-free", metavar="SIZE", help="free space to keep on the root's filesystem, e.g. 20G")
+    parser.add_argument("--checkpoint-size", metavar="SIZE", default=None,
+                        help="size of one checkpoint before any is on disk (`rlrecipes plan`'s figure): the first "
+                             "pass is unhealthy only when not even one fits; without it a disk already below the "
+                             "budget is a warning")
     parser.add_argument("--interval", type=float, default=60.0, metavar="S", help="seconds between passes (60)")
     parser.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="S",
                         help="a step dir written to within S seconds is a save in progress and never touched; "
@@ -141,6 +145,7 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
         retention=Retention(keep_last=args.keep_last, keep_every=args.keep_every, grace_s=args.grace),
         quota_bytes=_size(args.quota, "--quota"),
         min_free_bytes=_size(args.min_free, "--min-free"),
+        first_checkpoint_bytes=_size(args.checkpoint_size, "--checkpoint-size") or 0,
         interval_s=None if args.once else args.interval,
         dry_run=args.dry_run,
         status_path=args.status,

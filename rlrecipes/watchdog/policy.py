@@ -181,11 +181,14 @@ def _code(status: str, by_step: dict[int, StepDir], step: int | None) -> str:
     return "dangling" if step not in by_step else "incomplete"
 
 
-def plan(experiments: list[Experiment], now: float, retention: Retention, room_bytes: int | None) -> Plan:
+def plan(experiments: list[Experiment], now: float, retention: Retention, room_bytes: int | None,
+         floor_bytes: int = 0, first_checkpoint_bytes: int = 0) -> Plan:
     """Decide deletions and tracker repairs for every experiment under the root.
 
     `room_bytes` is what the budget still allows before this plan (quota minus usage, or free space minus
-    the required minimum); None when no budget is configured.
+    the required minimum); None when no budget is configured. `floor_bytes` is that required minimum (so
+    room + floor is the space physically left); `first_checkpoint_bytes` the size of one checkpoint before any
+    is on disk (the planner's figure, `rlrecipes plan`), 0 when unknown.
     """
     if retention.keep_last < 1:
         raise ValueError("keep_last must be >= 1: the newest complete checkpoint is never deleted")
@@ -234,6 +237,23 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
             out.deletions.append(Deletion(exp_of[s.path], s.path, s.step, s.bytes, "budget", s.newest_mtime))
             room += s.bytes
     out.room_after_bytes = room
+    if not any(exp.steps for exp in experiments):
+        # Nothing saved yet: nothing to free and no measured size. A disk already below the floor is worth a
+        # warning, not a red health that keeps the trainer from ever starting; only a first checkpoint that
+        # cannot fit even into all the space left is.
+        if first_checkpoint_bytes and room_bytes + floor_bytes < first_checkpoint_bytes:
+            out.findings.append(Finding(
+                "", "error", "first-checkpoint-cannot-fit",
+                f"one checkpoint needs {human_bytes(first_checkpoint_bytes)} but only "
+                f"{human_bytes(max(room_bytes + floor_bytes, 0))} is left: the first save would fail; free space "
+                "or move the checkpoint volume"))
+        elif room < 0:
+            out.findings.append(Finding(
+                "", "warn", "below-floor",
+                f"{human_bytes(-room)} below the budget already, before any checkpoint: nothing to free yet; "
+                "the first save may fill the disk"
+                + ("" if first_checkpoint_bytes else " (pass --checkpoint-size from `rlrecipes plan` to check it fits)")))
+        return out
     if room < out.need_bytes:
         out.findings.append(Finding(
             "", "error", "budget-exceeded",

@@ -31,6 +31,7 @@ class WatchdogConfig:
     retention: Retention = field(default_factory=Retention)
     quota_bytes: int | None = None  # budget: bytes allowed under the root
     min_free_bytes: int | None = None  # budget: free bytes to keep on the root's filesystem
+    first_checkpoint_bytes: int = 0  # size of one checkpoint before any exists (planner's figure; 0: unknown)
     interval_s: float | None = 60.0  # None: a single pass
     dry_run: bool = False
     status_path: Path | None = None  # None: <root>/.watchdog/status.json
@@ -71,7 +72,8 @@ class Watchdog:
                 log.warning("finished removing what an interrupted removal left in the trash")
         now = time.time()
         room, usage = self.room_bytes(scan.root_bytes)
-        decided = plan(scan.experiments, now, cfg.retention, room)
+        decided = plan(scan.experiments, now, cfg.retention, room, floor_bytes=cfg.min_free_bytes or 0,
+                       first_checkpoint_bytes=cfg.first_checkpoint_bytes)
         findings = list(decided.findings)
         for link in scan.symlinks:
             target = os.path.realpath(link)
