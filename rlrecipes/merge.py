@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -75,6 +76,12 @@ def actor_complete(actor_dir: Path) -> tuple[bool, str]:
         return False, "no fsdp_config.json (written after the shards: the save did not finish)"
     if not (actor_dir / "huggingface" / "config.json").is_file():
         return False, "no huggingface/config.json"
+    # A shard cut short (disk full mid-save) would reach verl's merger as a torch.load traceback.
+    from rlrecipes.verl.checkpoints import role_problem
+
+    problem = role_problem(actor_dir)
+    if problem:
+        return False, problem
     return True, ""
 
 
@@ -413,9 +420,8 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
 
     from rlrecipes.ui import stage
 
-    if out.exists() and not force:
-        raise RecipeError("output directory exists", where=str(out), hint="pass --force to replace it")
     ctx = recipe_context(recipe, ckpt.run_dir)
+    check_output(out, ckpt, [("the base model", base), ("the recipe's base model", ctx.model_path)], force)
     started = time.monotonic()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
@@ -493,6 +499,52 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
         return info
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _relation(out: Path, other: Path) -> str | None:
+    if out == other:
+        return "is"
+    if other in out.parents:
+        return "lies inside"
+    if out in other.parents:
+        return "contains"
+    return None
+
+
+def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path | None]], force: bool) -> None:
+    """Refuse an --out whose replacement would delete something that is not a previous merge.
+
+    The output is built beside --out and renamed over it, and the old --out is then removed. So --out
+    must not be, contain or lie inside the checkpoint, its run directory or the base model (even with
+    --force: `merge RUN --out RUN --force` once deleted every global_step_* of the run), nor lie inside
+    any other verl checkpoint directory; and --force replaces only an empty directory or one that an
+    earlier `rlrecipes merge` wrote (it holds merge-info.json).
+    """
+    real = Path(os.path.realpath(out))
+    fenced = [("the run directory", ckpt.run_dir), ("the checkpoint", ckpt.actor_dir.parent), *protected]
+    for what, path in fenced:
+        if path is None:
+            continue
+        other = Path(os.path.realpath(path))
+        relation = _relation(real, other)
+        if relation:
+            raise RecipeError(f"--out {relation} {what} {other}: writing the merged model there would delete it",
+                              where=str(out), hint="pick an output directory outside checkpoints and models, "
+                                                   "e.g. /workspace/models/merged")
+    for parent in [real, *real.parents]:
+        if _STEP_DIR.match(parent.name) or (parent / TRACKER).is_file():
+            raise RecipeError(f"--out lies inside the verl checkpoint directory {parent}", where=str(out),
+                              hint="pick an output directory outside checkpoints, e.g. /workspace/models/merged")
+    if not os.path.lexists(real):
+        return
+    if not real.is_dir():
+        raise RecipeError("--out exists and is not a directory", where=str(out), hint="pick another --out")
+    if not force:
+        raise RecipeError("output directory exists", where=str(out), hint="pass --force to replace it")
+    if any(real.iterdir()) and not (real / "merge-info.json").is_file():
+        raise RecipeError("--force replaces only an empty directory or an earlier merge output (with "
+                          "merge-info.json); this one holds other files", where=str(out),
+                          hint="remove it yourself if it is expendable, or pick another --out")
 
 
 def _base_for_lora(explicit: Path | None, actor_dir: Path, ctx: RecipeContext, merged_raw: Path

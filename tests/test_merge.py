@@ -10,6 +10,7 @@ import pytest
 
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.merge import TRACKER, actor_complete, locate_checkpoint, lora_alpha_for
+from rlrecipes.watchdog.simulate import write_pt
 
 TESTS = Path(__file__).resolve().parent
 
@@ -227,7 +228,7 @@ def make_actor(actor: Path, world: int = 2, ranks=None, fsdp_config: bool = True
     (actor / "huggingface").mkdir(parents=True)
     (actor / "huggingface" / "config.json").write_text("{}")
     for rank in (range(world) if ranks is None else ranks):
-        (actor / f"model_world_size_{world}_rank_{rank}.pt").write_bytes(b"x")
+        write_pt(actor / f"model_world_size_{world}_rank_{rank}.pt", 64)  # a zip, like torch.save's
     if fsdp_config:
         (actor / "fsdp_config.json").write_text('{"FSDP_version": 1, "world_size": 2}')
     return actor
@@ -279,6 +280,63 @@ def test_actor_complete(tmp_path, kwargs, why):
     actor = make_actor(tmp_path / "actor", **kwargs)
     ok, message = actor_complete(actor)
     assert ok == (why == "") and message.startswith(why) and bool(message) == bool(why)
+
+
+def test_a_truncated_shard_is_refused_before_verls_merger(tmp_path, capsys):
+    from rlrecipes.cli import main
+
+    actor = make_actor(tmp_path / "run" / "global_step_4" / "actor")
+    (tmp_path / "run" / TRACKER).write_text("4")
+    shard = actor / "model_world_size_2_rank_1.pt"
+    shard.write_bytes(shard.read_bytes()[:-30])  # the disk filled up mid-save
+    assert actor_complete(actor) == (False, "model_world_size_2_rank_1.pt is truncated (not a whole torch.save "
+                                            "archive)")
+    assert main(["merge", str(tmp_path / "run"), "--out", str(tmp_path / "merged")]) == 2
+    err = capsys.readouterr().err
+    assert "incomplete actor checkpoint: model_world_size_2_rank_1.pt is truncated" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def _fence_case(tmp_path, case):
+    run = tmp_path / "ckpt" / "run"
+    for n in (1, 2):
+        make_actor(run / f"global_step_{n}" / "actor")
+    (run / TRACKER).write_text("2")
+    (run / "notes.txt").write_text("mine")
+    base = tmp_path / "models" / "base"
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "thesis.tex").write_text("years of work")
+    out = {"run dir": run, "inside the run dir": run / "merged", "a step dir": run / "global_step_2",
+           "inside a step": run / "global_step_2" / "actor" / "merged", "contains the run": tmp_path / "ckpt",
+           "the base model": base, "inside the base model": base / "merged",
+           "an unrelated full directory": tmp_path / "other", "a file": tmp_path / "other" / "thesis.tex"}[case]
+    return run, base, out
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("run dir", "--out is the run directory"),
+    ("inside the run dir", "--out lies inside the run directory"),
+    ("a step dir", "--out lies inside the run directory"),
+    ("inside a step", "--out lies inside the run directory"),
+    ("contains the run", "--out contains the run directory"),
+    ("the base model", "--out is the base model"),
+    ("inside the base model", "--out lies inside the base model"),
+    ("an unrelated full directory", "--force replaces only an empty directory or an earlier merge output"),
+    ("a file", "--out exists and is not a directory"),
+])
+def test_merge_never_deletes_the_run_or_anything_not_a_merge(tmp_path, capsys, case, message):
+    """`merge RUN --out RUN --force` exited 0 after deleting every global_step_* and notes.txt."""
+    from rlrecipes.cli import main
+
+    run, base, out = _fence_case(tmp_path, case)
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert main(["merge", str(run), "--out", str(out), "--force", "--base", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    assert (run / "notes.txt").read_text() == "mine"
 
 
 def test_incomplete_actor_is_refused(tmp_path):
@@ -357,7 +415,22 @@ def test_existing_output_needs_force(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    ref = CheckpointRef(tmp_path, 1, make_actor(tmp_path / "global_step_1" / "actor"))
+    ref = CheckpointRef(tmp_path / "run", 1, make_actor(tmp_path / "run" / "global_step_1" / "actor"))
     with pytest.raises(RecipeError, match="output directory exists"):
         merge_checkpoint(ref, out)
     assert (out / "keep.txt").read_text() == "x"
+
+
+def test_force_replaces_an_earlier_merge_or_an_empty_directory(tmp_path):
+    from rlrecipes.merge import CheckpointRef, check_output
+
+    ref = CheckpointRef(tmp_path / "run", 1, make_actor(tmp_path / "run" / "global_step_1" / "actor"))
+    earlier, empty = tmp_path / "merged", tmp_path / "empty"
+    earlier.mkdir()
+    (earlier / "merge-info.json").write_text("{}")
+    (earlier / "model.safetensors").write_text("old")
+    empty.mkdir()
+    for out in (earlier, empty, tmp_path / "new"):
+        check_output(out, ref, [], force=True)  # no error: these may be replaced
+    with pytest.raises(RecipeError, match="output directory exists"):
+        check_output(earlier, ref, [], force=False)

@@ -282,6 +282,16 @@ def _role_problem(role_dir: str, names: dict[str, os.stat_result], zips: ZipCach
     return ""
 
 
+def role_problem(role_dir: Path, zip_check: bool = True) -> str:
+    """'' when `role_dir` (a step's actor/ or critic/) holds a whole FSDP checkpoint, else why not: the
+    same rules as the watchdog's, truncated shards included (for merge, before verl's merger reads it)."""
+    try:
+        names = {entry.name: entry.stat(follow_symlinks=False) for entry in os.scandir(role_dir)}
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return _role_problem(str(role_dir), names, ZipCache(zip_check), str(role_dir.parent))
+
+
 def inspect_step(path: Path, step: int, zips: ZipCache, symlinks: list[Path] | None = None,
                  stats: TreeStats | None = None) -> StepDir:
     stats = stats or tree_stats(path, symlinks, keep_entries=True)
