@@ -40,6 +40,8 @@ def test_parse_steps(text, expected):
     "text, expected",
     [
         ("(TaskRunner pid=1) Load from checkpoint folder: /c/global_step_2\n(TaskRunner pid=1) Setting global step to 2", 2),
+        ("(TaskRunnerV1 pid=9) INFO:verl.trainer.ppo.v1.trainer_base:Resuming from /c/global_step_2, "
+         "setting global step to 2", 2),
         ("Training from scratch", None),
         ("", None),
     ],

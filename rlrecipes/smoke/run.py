@@ -41,7 +41,9 @@ KILL_AFTER_STEP = 2
 _STEP_LINE = re.compile(r"(?:^|[\s)])step:(\d+) - (.*)$")
 # pprint of numpy scalars under numpy >= 2: "np.float64(0.25)"
 _WRAPPED_NUMBER = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
-_RESUMED = re.compile(r"Setting global step to (\d+)")
+# verl <= 0.8 and 0.9.1's legacy trainer print "Setting global step to N"; 0.9.1's V1 trainer logs
+# "Resuming from <dir>, setting global step to N".
+_RESUMED = re.compile(r"[Ss]etting global step to (\d+)")
 _LOADED = re.compile(r"Load from checkpoint folder: (\S+)")
 REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
 TRACKER = "latest_checkpointed_iteration.txt"
