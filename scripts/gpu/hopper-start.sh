@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Hopper stack on the lent H200, after the last part arrived: install the bundle into /root/site, record
+# the versions, then start scripts/gpu/hopper-job.sh in its own session (it outlives this call while the
+# machine stays warm) and follow it with hopper-wait.sh until this call's time is nearly up.
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+bash scripts/gpu/hopper-carry.sh
+rm -rf /root/repo && mkdir -p /root/repo && cp -a . /root/repo/ && rm -rf /root/repo/.whl
+T0=$(date +%s)
+python3 /root/repo/scripts/wheel_bundle.py install /root/bundle --target /root/site || exit 1
+echo "install: $(( $(date +%s) - T0 )) s"
+mkdir -p /root/w/out
+setsid nohup bash /root/repo/scripts/gpu/hopper-job.sh > /root/w/out/job.log 2>&1 < /dev/null &
+bash scripts/gpu/hopper-wait.sh "${1:-480}"
