@@ -4,6 +4,10 @@ Each subcommand lives in its own module and is imported only when it runs, so `r
 and `rlrecipes plan` stay fast and need neither torch nor verl. A module named in COMMANDS defines
 `<func>_arguments(parser)` (adds its options) and `<func>(args) -> int` (runs, returns the exit code).
 Modules keep heavy imports (torch, verl, transformers, datasets) inside their functions.
+
+Global options come before the command: `-v`/`-vv`/`-q` or `--log-level LEVEL` set the log level of every
+stage (and `-q` hides progress lines); `rlrecipes completion bash|zsh|tcsh` prints a shell completion
+script (shtab, from the same parsers the commands use).
 """
 
 from __future__ import annotations
@@ -11,13 +15,14 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import logging
 import os
 import sys
 import textwrap
 
 from rlrecipes import __version__
 from rlrecipes.errors import (EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID,
-                              RecipeError)
+                              EXIT_PIPE_CLOSED, RecipeError)
 
 # name -> (module, function, one-line help, examples)
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
@@ -119,6 +124,12 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "show the Ray cluster a launch would use (RAY_ADDRESS) and check nodes x GPUs",
         "RAY_ADDRESS=10.0.0.1:6379 rlrecipes cluster qwen2.5-3b-gsm8k-grpo-lora",
     ),
+    "completion": (
+        "rlrecipes.cli", "completion",
+        "print a shell completion script (bash, zsh or tcsh) for every command and option",
+        "rlrecipes completion bash > ~/.local/share/bash-completion/completions/rlrecipes\n"
+        "rlrecipes completion zsh > \"${fpath[1]}/_rlrecipes\"",
+    ),
     "runpod-template": (
         "rlrecipes.runpod", "runpod_template",
         "validate deploy/runpod/template.json and print the RunPod CLI create command",
@@ -127,18 +138,99 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def build_parser(full: bool = False) -> argparse.ArgumentParser:
+    """The top-level parser. `full` also gives every command its own arguments (imports every command
+    module: for shell completion only -- a normal run imports just the command it runs)."""
     parser = argparse.ArgumentParser(
         prog="rlrecipes",
         description="Reproducible verl recipes: validate, plan, run and report RL post-training.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Run `rlrecipes COMMAND --help` for a command's options and examples.",
+        epilog="Global options go before COMMAND. Run `rlrecipes COMMAND --help` for a command's options and "
+               "examples.\nExit codes: 0 ok, 1 stage failed, 2 invalid input, 3 missing environment, "
+               "70 internal error, 130 interrupted, 141 output pipe closed.\n"
+               "Shell completion: rlrecipes completion bash|zsh|tcsh (see README).",
     )
     parser.add_argument("--version", action="version", version=f"rlrecipes {__version__}")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="count", default=0,
+                           help="more output: -v logs at info level and streams subprocess output, -vv at debug")
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="errors only: no progress lines")
+    verbosity.add_argument("--log-level", choices=LOG_LEVELS, help="log level of every stage (default: warning)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (_module, _func, help_text, _examples) in COMMANDS.items():
-        sub.add_parser(name, help=help_text, add_help=False)
+    for name, (module_name, func_name, help_text, examples) in COMMANDS.items():
+        if not full:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
+        command = sub.add_parser(name, help=help_text, description=help_text,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="examples:\n" + textwrap.indent(examples, "  "))
+        getattr(importlib.import_module(module_name), f"{func_name}_arguments")(command)
     return parser
+
+
+def completion_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete in")
+
+
+def completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    print(shtab.complete(build_parser(full=True), shell=args.shell), end="")
+    return 0
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record is emitted (pytest and rich swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def _split_global_options(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Parse the global options in front of the command; the rest belongs to the command."""
+    top = build_parser()
+    index = 0
+    while index < len(argv) and argv[index].startswith("-") and argv[index] not in ("-h", "--help", "--version"):
+        index += 2 if argv[index] == "--log-level" else 1
+    options, unknown = top.parse_known_args(argv[:index])
+    if unknown:
+        top.error(f"unknown option {unknown[0]!r} before the command (global options: -v, -q, --log-level, "
+                  "--version; a command's own options go after it)")
+    return options, argv[index:]
+
+
+def _setup_logging(options: argparse.Namespace) -> None:
+    from rlrecipes import ui
+
+    ui.VERBOSITY = -1 if options.quiet else options.verbose
+    if options.log_level:
+        level = options.log_level
+    elif options.quiet:
+        level = "error"
+    elif options.verbose:
+        level = "info" if options.verbose == 1 else "debug"
+    else:
+        ui.LOG_LEVEL = None
+        return  # Python's default: warnings and errors reach stderr
+    ui.LOG_LEVEL = level
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level.upper())
 
 
 def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
@@ -156,6 +248,7 @@ def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    options, argv = _split_global_options(argv)
     top = build_parser()
     if not argv or argv[0] in ("-h", "--help"):
         top.print_help()
@@ -165,10 +258,18 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0]
     if name not in COMMANDS:
         top.error(f"unknown command {name!r}; choose from: {', '.join(COMMANDS)}")
+    _setup_logging(options)
     try:
         parser, run = _command_parser(name)
         args = parser.parse_intermixed_args(argv[1:])
-        return int(run(args) or 0)
+        code = int(run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `rlrecipes plan --json | head`: the reader left. Quiet, like any Unix filter, with SIGPIPE's
+        # status; stdout goes to /dev/null so the interpreter's final flush cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
     except RecipeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

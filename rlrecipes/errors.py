@@ -8,6 +8,7 @@ Exit codes, the same for every subcommand (docs/reliability.md):
     3   the environment lacks something the command needs (a verl interpreter, torch, a GPU driver)
     70  internal error: a bug in rlrecipes (an unexpected exception; EX_SOFTWARE in sysexits.h)
     130 interrupted (Ctrl-C)
+    141 the output pipe was closed by its reader (`rlrecipes plan --json | head`; 128 + SIGPIPE, as `yes | head`)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ EXIT_INVALID = 2  # the input itself is wrong (bad recipe, unknown key, malforme
 EXIT_ENVIRONMENT = 3  # something the command needs is missing from this machine
 EXIT_INTERNAL = 70  # an unexpected exception: a bug, never a user error
 EXIT_INTERRUPTED = 130
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a filter whose reader went away
 
 
 class RecipeError(Exception):

@@ -200,18 +200,33 @@ def launchers(args) -> int:
 
 # ------------------------------------------------------------------------------------- recipes
 def list_recipes_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--json", action="store_true",
+                        help="machine-readable: {recipes: [{name, description, path, profiles}], profiles: [...]}")
 
 
 def list_recipes(args) -> int:
+    import json
+
+    from rlrecipes.paths import repo_root
     from rlrecipes.recipe import list_profiles, list_recipes as names, load_profile, load_recipe
 
+    recipes = [load_recipe(name) for name in names()]
+    profiles = [load_profile(name) for name in list_profiles()]
+    if args.json:
+        def rel(path) -> str:
+            return path.relative_to(repo_root()).as_posix() if path.is_relative_to(repo_root()) else str(path)
+
+        print(json.dumps({
+            "recipes": [{"name": r.name, "description": r.description, "path": rel(r.path), "profile": r.profile,
+                         "profiles": list(r.profiles)} for r in recipes],
+            "profiles": [{"name": p.name, "description": p.description, "path": rel(p.path), "image": p.image_name,
+                          "verl": p.image.verl, "gpus": p.n_gpus, "gpu": p.gpu.name} for p in profiles],
+        }, indent=2))
+        return 0
     print("recipes (recipes/<name>.yaml):")
-    for name in names():
-        recipe = load_recipe(name)
-        print(f"  {name:34s} {recipe.description}  [profiles: {', '.join(recipe.profiles)}]")
+    for recipe in recipes:
+        print(f"  {recipe.name:34s} {recipe.description}  [profiles: {', '.join(recipe.profiles)}]")
     print("profiles (recipes/profiles/<name>.yaml):")
-    for name in list_profiles():
-        profile = load_profile(name)
-        print(f"  {name:34s} {profile.description}  [image {profile.image_name}, verl {profile.image.verl}]")
+    for profile in profiles:
+        print(f"  {profile.name:34s} {profile.description}  [image {profile.image_name}, verl {profile.image.verl}]")
     return 0

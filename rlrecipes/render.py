@@ -68,7 +68,9 @@ def git_commit() -> str | None:
         return None
     if proc.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=repo_root())
+    # Dirty = a tracked file differs from HEAD; an untracked file (a run dir, a .env) changes no code.
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           cwd=repo_root())
     return proc.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 

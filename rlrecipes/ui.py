@@ -8,6 +8,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
+# Set once by the CLI's global options (`rlrecipes -v/-q/--log-level`): -1 quiet, 0 normal, 1+ verbose.
+VERBOSITY = 0
+LOG_LEVEL: str | None = None  # "debug" .. "error" when a global option chose one
+
 
 def _console():
     try:
@@ -19,7 +23,10 @@ def _console():
 
 @contextlib.contextmanager
 def stage(label: str) -> Iterator[None]:
-    """A spinner with elapsed time while `label` runs, then one line with how long it took."""
+    """A spinner with elapsed time while `label` runs, then one line with how long it took (-q: nothing)."""
+    if VERBOSITY < 0:
+        yield
+        return
     console = _console()
     started = time.monotonic()
     if console is None:
@@ -38,7 +45,10 @@ def stage(label: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def progress_bar(label: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A bar over `total` items; yields advance(n)."""
+    """A bar over `total` items; yields advance(n) (-q: shows nothing)."""
+    if VERBOSITY < 0:
+        yield lambda n=1: None
+        return
     console = _console()
     if console is None:
         done = [0]

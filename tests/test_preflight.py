@@ -613,13 +613,14 @@ def test_env_block_with_inventory(capsys):
     code = main(["env", "--json", "--gpu-inventory", str(INV / "a100-80gb-x4.json")])
     info = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert info["driver"] == "570.124.06" and info["driver max CUDA"] == "12.8"
+    assert info["driver"] == "570.124.06" and info["driver_max_cuda"] == "12.8"
+    assert all(" " not in key for key in info)  # identifiers: jq .driver_max_cuda
     assert info["gpus"][3] == "3: NVIDIA A100-SXM4-80GB, 81920 MiB, sm_80"
     assert info["packages"]["transformers"] == metadata.version("transformers")
     assert info["packages"]["verl"] is None  # not in the dev env: reported, not guessed
     main(["env", "--gpu-inventory", str(INV / "p40x1.json")])
     text = capsys.readouterr().out
-    assert "- driver: 535.183.01" in text and "0: Tesla P40, 24576 MiB, sm_61" in text and "not installed: " in text
+    assert "- driver max CUDA: " in text and "- driver: 535.183.01" in text and "0: Tesla P40, 24576 MiB, sm_61" in text and "not installed: " in text
 
 
 def test_nvml_reader_against_the_api_shape(monkeypatch):

@@ -51,25 +51,31 @@ def collect(inventory=None) -> dict:
     versions = package_versions()
     return {
         "rlrecipes": __version__,
-        "git commit": git_commit(),
+        "git_commit": git_commit(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
         "driver": inv.driver_version,
-        "driver max CUDA": inv.cuda_driver_version,
-        "torch CUDA build": torch_cuda(versions.get("torch")),
-        "image CUDA (CUDA_VERSION)": os.environ.get("CUDA_VERSION"),
+        "driver_max_cuda": inv.cuda_driver_version,
+        "torch_cuda_build": torch_cuda(versions.get("torch")),
+        "image_cuda": os.environ.get("CUDA_VERSION"),
         "gpus": [f"{g.index}: {g.name}, {g.memory_mib} MiB, sm_{(g.compute_capability or '?').replace('.', '')}"
                  for g in inv.gpus] or [f"none ({inv.error})"],
-        "gpu source": inv.source,
+        "gpu_source": inv.source,
         "packages": versions,
         "env": {k: os.environ[k] for k in ENV_VARS if k in os.environ},
     }
 
 
+# `--json` keys are identifiers (jq .driver_max_cuda); the block a person reads spells them out.
+LABELS = {"git_commit": "git commit", "driver_max_cuda": "driver max CUDA", "torch_cuda_build": "torch CUDA build",
+          "image_cuda": "image CUDA (CUDA_VERSION)", "gpu_source": "gpu source"}
+
+
 def format_block(info: dict) -> str:
     lines = ["Copy-paste the following information when you file an issue:", ""]
     for key, value in info.items():
+        key = LABELS.get(key, key)
         if isinstance(value, dict):
             shown = ", ".join(f"{k} {v}" for k, v in value.items() if v is not None) or "-"
             lines.append(f"- {key}: {shown}")

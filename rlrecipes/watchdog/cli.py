@@ -40,9 +40,13 @@ def _root_argument(parser: argparse.ArgumentParser) -> None:
                              "(default: $CKPT_DIR)" if default is None else f"checkpoint root (default: {default})")
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str | None, default: str) -> None:
+    """The watchdog's own --log-level wins, then the global `rlrecipes -v/-q/--log-level`, then `default`."""
+    from rlrecipes import ui
+
+    level = level or ui.LOG_LEVEL or default
     logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
-                        format="%(asctime)s watchdog %(levelname)s %(message)s")
+                        format="%(asctime)s watchdog %(levelname)s %(message)s", force=True)
 
 
 def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +80,8 @@ def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-zip-check", action="store_true",
                         help="do not verify that .pt files are whole torch.save archives (for writers that "
                              "do not use torch.save)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                        help="default: info, or what the global `rlrecipes -v/-q/--log-level` set")
 
 
 def _size(text: str | None, flag: str) -> int | None:
@@ -155,7 +160,7 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
 
 
 def watchdog(args: argparse.Namespace) -> int:
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, "info")
     cfg = config_from_args(args)
     dog = Watchdog(cfg)
     _check_writable(dog.status_path.parent, cfg.dry_run)
@@ -262,7 +267,7 @@ def resume_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def resume_check(args: argparse.Namespace) -> int:
-    _setup_logging("warning")
+    _setup_logging(None, "warning")
     checked_root(args.root)
     seconds(args.grace, "--grace")
     findings = check_trackers(args.root, repair=not args.check, grace_s=args.grace, zip_check=not args.no_zip_check)
