@@ -151,16 +151,16 @@ def _verl_runtime_env(verl: str) -> tuple[dict | None, str | None]:
 
 def ray_init_kwargs(run) -> tuple[dict[str, Any], list[str]]:
     """The kwargs verl's main_ppo passes to ray.init for this run, and notes on what differs here."""
-    verl = run.image.verl
-    runtime_env, note = _verl_runtime_env(verl)
+    spec = run.image.spec
+    runtime_env, note = _verl_runtime_env(spec.version)
     notes = [note] if note else []
-    if verl.startswith("0.5."):
-        kwargs: dict[str, Any] = {"num_cpus": run.get("ray_init.num_cpus")}
+    prefix = spec.ray_init_prefix
+    if not spec.ray_init_whole_mapping:
+        kwargs: dict[str, Any] = {"num_cpus": run.get(prefix + "num_cpus")}
         if runtime_env is not None:
             kwargs["runtime_env"] = runtime_env
         return kwargs, notes
-    prefix = "ray_kwargs.ray_init."
-    kwargs = {"num_cpus": None}  # verl 0.8's config default
+    kwargs = {"num_cpus": None}  # verl's config default
     for key in run.overrides:
         bare = key.lstrip("+~")
         if not bare.startswith(prefix):
@@ -263,7 +263,7 @@ def check_cluster(run, address: str | None = None, wait_s: float = 0.0, poll_s: 
     if run is not None:
         kwargs, notes = ray_init_kwargs(run)
         req = requirement_for(run)
-        prefix = "ray_init." if run.image.verl.startswith("0.5.") else "ray_kwargs.ray_init."
+        prefix = run.image.spec.ray_init_prefix
     else:
         kwargs, notes, req, prefix = {}, [], None, ""
     owned = not ray.is_initialized()

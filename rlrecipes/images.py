@@ -13,6 +13,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlrecipes.verl.specs import VerlSpec
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,21 @@ class Image:
     min_driver: str  # oldest driver branch that runs this CUDA runtime
     # The oldest compute capability the image is built to run on: its torch must have kernels for it.
     min_capability: str
+    # The oldest compute capability its torch build has any kernels for (preflight's image-arch check):
+    # cu128 builds dropped sm_50-sm_61 (a100: from 7.0); cu118 covers sm_50+.
+    kernels_min_capability: str
+    # flash-attn installed: kept out of the P40 image on purpose (verl would route its cross-entropy
+    # through flash-attn's Triton kernel, and Triton needs sm_70)
+    flash_attn: bool
     notes: str = ""
+
+    @property
+    def spec(self) -> VerlSpec:
+        """What this image's verl accepts and how its config is laid out (KeyError when
+        rlrecipes/verl/specs.py has no spec for it). Imported here: this file also runs alone."""
+        from rlrecipes.verl.specs import spec_for
+
+        return spec_for(self.verl)
 
     @property
     def tag(self) -> str:
@@ -48,6 +66,8 @@ IMAGES: dict[str, Image] = {
         rollout_engines=("vllm",),
         min_driver="570",
         min_capability="8.0",
+        kernels_min_capability="7.0",
+        flash_attn=True,
         notes="BF16, FlashAttention-2, vLLM 0.11.0 async rollout",
     ),
     "p40": Image(
@@ -61,6 +81,8 @@ IMAGES: dict[str, Image] = {
         rollout_engines=("hf",),
         min_driver="520",
         min_capability="6.1",
+        kernels_min_capability="5.0",
+        flash_attn=False,
         notes="FP32, eager attention, HF generate rollout, verl patched for sm_61",
     ),
 }

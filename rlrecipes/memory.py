@@ -41,17 +41,6 @@ CONTEXT_GIB = 0.5
 # Host RAM of the processes around the GPUs (docs/preflight.md).
 WORKER_RAM_BYTES = 3 * GIB  # one Ray worker with torch + CUDA + verl imported
 ENGINE_RAM_BYTES = 2 * GIB  # one vLLM/SGLang server process
-# Images that ship flash-attn (docker/*.Dockerfile; kept out of the P40 image on purpose).
-IMAGE_FLASH_ATTN = {"a100": True, "p40": False}
-# verl defaults of the keys read here (0.5.0 and 0.8.0 agree).
-DEFAULTS = {
-    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
-    "actor_rollout_ref.rollout.n": 1,
-    "actor_rollout_ref.model.enable_gradient_checkpointing": False,
-    "critic.model.enable_gradient_checkpointing": True,
-    "data.max_prompt_length": 512,
-    "data.max_response_length": 512,
-}
 
 
 @dataclass(frozen=True)
@@ -174,10 +163,9 @@ class Precision:
 
 
 def precision(run: ResolvedRun) -> Precision:
-    verl05 = run.image.verl.startswith("0.5.")
     actor_fsdp = "actor_rollout_ref.actor.fsdp_config"
     ref_fsdp = "actor_rollout_ref.ref.fsdp_config"
-    critic_fsdp = "critic.model.fsdp_config" if verl05 else "critic.fsdp"
+    critic_fsdp = run.image.spec.critic_fsdp
     actor_storage = _dtype_name(lookup(run, f"{actor_fsdp}.model_dtype"), "fp32")
     actor_compute = _dtype_name(lookup(run, f"{actor_fsdp}.mixed_precision.param_dtype"), "bf16")
     ref_storage = _dtype_name(lookup(run, f"{ref_fsdp}.model_dtype"), "bf16")
@@ -195,12 +183,12 @@ def precision(run: ResolvedRun) -> Precision:
 
 
 def _int(run: ResolvedRun, key: str, default: int) -> int:
-    value = run.get(key, DEFAULTS.get(key, default))
+    value = run.get(key, run.image.spec.default(key, default))
     return int(value) if value not in (None, "") else default
 
 
 def _bool(run: ResolvedRun, key: str, default: bool) -> bool:
-    value = run.get(key, DEFAULTS.get(key, default))
+    value = run.get(key, run.image.spec.default(key, default))
     return bool(value) if value is not None else default
 
 
@@ -242,7 +230,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     use_critic = run.use_critic
 
     a_fsdp = "actor_rollout_ref.actor.fsdp_config"
-    c_fsdp = "critic.model.fsdp_config" if run.image.verl.startswith("0.5.") else "critic.fsdp"
+    c_fsdp = run.image.spec.critic_fsdp
     actor_param_off = _bool(run, f"{a_fsdp}.param_offload", False)
     actor_optim_off = _bool(run, f"{a_fsdp}.optimizer_offload", False)
     ref_param_off = _bool(run, "actor_rollout_ref.ref.fsdp_config.param_offload", False)
@@ -260,7 +248,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     critic_micro = _int(run, "critic.ppo_micro_batch_size_per_gpu", actor_micro)
     actor_gc = _bool(run, "actor_rollout_ref.model.enable_gradient_checkpointing", False)
     critic_gc = _bool(run, "critic.model.enable_gradient_checkpointing", True)
-    attention = str(lookup(run, _attn_key(run), run.profile.attention) or "")
+    attention = str(lookup(run, run.image.spec.attn_key.lstrip("+"), run.profile.attention) or "")
     eager = attention == "eager"
     if run.get("actor_rollout_ref.actor.use_dynamic_bsz"):
         notes.append("use_dynamic_bsz is on: micro batches are packed by tokens; the estimate uses the "
@@ -278,7 +266,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     critic_o = params * 8 / n_gpus if use_critic else 0.0
 
     entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff", 0) or 0)
-    flash_ce = IMAGE_FLASH_ATTN.get(run.image.name, True)  # verl then uses flash-attn's cross-entropy
+    flash_ce = run.image.flash_attn  # verl then uses flash-attn's cross-entropy
 
     def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
         """lm_head output over every position (verl passes no logits_to_keep) plus what sits beside it:
@@ -351,7 +339,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     resident_rollout = None
     if engine in ("vllm", "sglang"):
         util = float(run.get("actor_rollout_ref.rollout.gpu_memory_utilization",
-                             DEFAULTS["actor_rollout_ref.rollout.gpu_memory_utilization"]))
+                             run.image.spec.default("actor_rollout_ref.rollout.gpu_memory_utilization")))
         tp = _int(run, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
         engine_share = util * gpu_gib * GIB
         state = resident("")
@@ -444,11 +432,6 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     return estimate
 
 
-def _attn_key(run: ResolvedRun) -> str:
-    from rlrecipes.recipe import _version_keys
-
-    return _version_keys(run.image.verl)["attn"].lstrip("+")
-
 
 def host_ram_need(run: ResolvedRun) -> tuple[float, list[str]]:
     """Rough host RAM a run needs: offloaded state + model loading + worker processes (docs/preflight.md)."""
@@ -460,8 +443,7 @@ def host_ram_need(run: ResolvedRun) -> tuple[float, list[str]]:
     if arch is not None:
         params = param_count(arch)
         trainable = lora_param_count(arch, run.lora_rank) if run.lora_rank else params
-        verl05 = run.image.verl.startswith("0.5.")
-        c_fsdp = "critic.model.fsdp_config" if verl05 else "critic.fsdp"
+        c_fsdp = run.image.spec.critic_fsdp
         if run.get("actor_rollout_ref.actor.fsdp_config.optimizer_offload"):
             parts.append(("actor Adam state offloaded", trainable * 8 * share))
         if run.get("actor_rollout_ref.actor.fsdp_config.param_offload"):

@@ -9,25 +9,8 @@ from typing import Any
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
 
-# verl's defaults for the keys the plan reads (identical in 0.5.0 and 0.8.0).
-VERL_DEFAULTS = {
-    "actor_rollout_ref.rollout.n": 1,
-    "actor_rollout_ref.actor.ppo_epochs": 1,
-    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
-    "trainer.total_epochs": 30,
-    "trainer.total_training_steps": None,
-    "trainer.save_freq": -1,
-    "trainer.test_freq": -1,
-    "trainer.max_actor_ckpt_to_keep": None,
-    "trainer.max_critic_ckpt_to_keep": None,
-    "trainer.resume_mode": "auto",
-    "data.max_prompt_length": 512,
-    "data.max_response_length": 512,
-}
-
-
 def _get(run: ResolvedRun, key: str) -> Any:
-    return run.get(key, VERL_DEFAULTS.get(key))
+    return run.get(key, run.image.spec.default(key))
 
 
 def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:

@@ -26,6 +26,7 @@ from rlrecipes import overrides as ov
 from rlrecipes.errors import RecipeError
 from rlrecipes.images import IMAGES, Image
 from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
+from rlrecipes.verl.specs import VerlSpec
 
 PATH_DEFAULTS = {
     "MODELS_DIR": "/workspace/models",
@@ -268,40 +269,16 @@ def list_profiles() -> list[str]:
     return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
 
 
-# ------------------------------------------------------------------------------- version quirks
-def _version_keys(verl: str) -> dict[str, str]:
-    """Where a setting lives in each pinned verl's config tree."""
-    if verl.startswith("0.5."):
-        return {
-            # FACTS: the key without the underscore is NOT honoured by 0.5.0
-            "attn": "+actor_rollout_ref.model.override_config._attn_implementation",
-            # honoured once the P40 patch reads the critic's override_config (released 0.5.0 hard-codes FA2)
-            "critic_attn": "+critic.model.override_config._attn_implementation",
-            "reward_path": "custom_reward_function.path",
-            "reward_name": "custom_reward_function.name",
-            "reward_kwargs": "+custom_reward_function.reward_kwargs",
-            "ray_cpus": "ray_init.num_cpus",
-        }
-    return {
-        "attn": "+actor_rollout_ref.model.override_config.attn_implementation",
-        "critic_attn": "+critic.model.override_config.attn_implementation",
-        "reward_path": "reward.custom_reward_function.path",
-        "reward_name": "reward.custom_reward_function.name",
-        "reward_kwargs": "+reward.custom_reward_function.reward_kwargs",
-        "ray_cpus": "ray_kwargs.ray_init.num_cpus",
-    }
-
-
+# ------------------------------------------------------------------------------ profile -> verl keys
 def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[str, Any]:
-    verl = profile.image.verl
-    keys = _version_keys(verl)
+    spec = profile.image.spec
     out: dict[str, Any] = {
         "trainer.n_gpus_per_node": profile.gpus_per_node,
         "trainer.nnodes": profile.nnodes,
         "actor_rollout_ref.rollout.name": profile.rollout,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": profile.tensor_parallel,
         "actor_rollout_ref.model.enable_gradient_checkpointing": profile.gradient_checkpointing,
-        keys["attn"]: profile.attention,
+        spec.attn_key: profile.attention,
     }
     if profile.gpu_memory_utilization is not None:
         out["actor_rollout_ref.rollout.gpu_memory_utilization"] = profile.gpu_memory_utilization
@@ -320,15 +297,14 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
     if uses_critic:
         if "critic" in micro:
             out["critic.ppo_micro_batch_size_per_gpu"] = micro["critic"]
-        critic_fsdp = "critic.model.fsdp_config" if verl.startswith("0.5.") else "critic.fsdp"
         if "param" in profile.offload:
-            out[f"{critic_fsdp}.param_offload"] = profile.offload["param"]
+            out[f"{spec.critic_fsdp}.param_offload"] = profile.offload["param"]
         if "optimizer" in profile.offload:
-            out[f"{critic_fsdp}.optimizer_offload"] = profile.offload["optimizer"]
+            out[f"{spec.critic_fsdp}.optimizer_offload"] = profile.offload["optimizer"]
         out["critic.model.enable_gradient_checkpointing"] = profile.gradient_checkpointing
-        out[keys["critic_attn"]] = profile.attention
-    if profile.dtype == "fp32" and verl.startswith("0.5."):
-        # 0.5.0 computes in bf16 unless told otherwise; these are its config-level FP32 switches
+        out[spec.critic_attn_key] = profile.attention
+    if profile.dtype == "fp32" and spec.fp32_by_config:
+        # verl computes in bf16 unless told otherwise; these are its config-level FP32 switches
         # (FACTS.md); the autocast sites that config cannot reach are patched in the P40 image.
         fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
         out["+actor_rollout_ref.actor.fsdp_config.model_dtype"] = "fp32"
@@ -337,9 +313,7 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
         if uses_critic:
             out["+critic.model.fsdp_config.model_dtype"] = "fp32"
             out["+critic.model.fsdp_config.mixed_precision"] = dict(fp32)
-    if lora and verl.startswith("0.5.") and profile.rollout == "hf":
-        # FSDP1 + LoRA + HF rollout: "Must flatten tensors with uniform requires_grad when
-        # use_orig_params=False" (FACTS.md, seen on a real GPU)
+    if lora and profile.rollout == "hf" and spec.lora_hf_rollout_needs_orig_params:
         out["+actor_rollout_ref.actor.fsdp_config.use_orig_params"] = True
     return out
 
@@ -419,16 +393,16 @@ class ResolvedRun:
         return [ov.format_override(k, v) for k, v in self.overrides.items()]
 
 
-def base_loggers(recipe: Recipe, verl: str) -> list[str]:
+def base_loggers(recipe: Recipe, spec: VerlSpec) -> list[str]:
     loggers = list(recipe.loggers)
-    if verl.startswith("0.5.") and "file" in loggers:
-        # 0.5.0 has no file logger; its console output is tee'd to LOG_DIR by the launcher instead.
+    if not spec.file_logger and "file" in loggers:
+        # no file logger in this verl (0.5.0); its console output is tee'd to LOG_DIR by the launcher instead.
         loggers.remove("file")
     return loggers
 
 
-def logger_value(recipe: Recipe, verl: str, wandb: bool) -> list[str]:
-    loggers = base_loggers(recipe, verl)
+def logger_value(recipe: Recipe, spec: VerlSpec, wandb: bool) -> list[str]:
+    loggers = base_loggers(recipe, spec)
     return loggers + ["wandb"] if wandb and recipe.wandb == "auto" else loggers
 
 
@@ -441,8 +415,7 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
     if prof.name not in recipe.profiles:
         warnings.append(f"profile {prof.name!r} is not one this recipe was tuned for ({', '.join(recipe.profiles)})")
     cli = ov.parse_cli(overrides or [])
-    verl = prof.image.verl
-    keys = _version_keys(verl)
+    spec = prof.image.spec
 
     for layer, block in (("profile", prof.verl), ("recipe", recipe.verl)):
         for key in block:
@@ -472,15 +445,15 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
         "actor_rollout_ref.model.path": "${MODELS_DIR}/" + recipe.model.dir_name,
         "data.train_files": "${DATA_DIR}/" + recipe.dataset.dir_name + "/train.parquet",
         "data.val_files": "${DATA_DIR}/" + recipe.dataset.dir_name + "/test.parquet",
-        keys["reward_path"]: "${REWARD_FN}",
-        keys["reward_name"]: "compute_score",
+        spec.reward_path_key: "${REWARD_FN}",
+        spec.reward_name_key: "compute_score",
         "trainer.logger": "${LOGGER}",
         "trainer.project_name": recipe.project,
         "trainer.experiment_name": recipe.name.replace("/", "-"),
         "trainer.default_local_dir": "${CKPT_DIR}/" + recipe.name,
     }
     if recipe.reward_mode != "strict":
-        engine[keys["reward_kwargs"]] = {"mode": recipe.reward_mode}
+        engine[spec.reward_kwargs_key] = {"mode": recipe.reward_mode}
     if uses_critic:
         engine["critic.model.path"] = "${MODELS_DIR}/" + recipe.model.dir_name
     put(engine, "engine")
@@ -492,7 +465,7 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
     wandb = bool(env.get("WANDB_API_KEY"))
     variables: dict[str, Any] = {k: env.get(k, default) for k, default in PATH_DEFAULTS.items()}
     variables["REWARD_FN"] = env.get("REWARD_FN", str(PACKAGE_DIR / "rewards" / "gsm8k.py"))
-    variables["LOGGER"] = logger_value(recipe, verl, wandb)
+    variables["LOGGER"] = logger_value(recipe, spec, wandb)
     for key, value in merged.items():
         unknown = ov.variables_in(value) - set(variables)
         if unknown:

@@ -20,7 +20,7 @@ def launcher_text(run: ResolvedRun) -> str:
     """A bash script that runs the recipe inside its image with no dependency on the rlrecipes CLI."""
     recipe_rel = run.recipe.path.relative_to(repo_root()).as_posix()
     profile_rel = run.profile.path.relative_to(repo_root()).as_posix()
-    loggers = base_loggers(run.recipe, run.image.verl)
+    loggers = base_loggers(run.recipe, run.image.spec)
     base_logger = ov.format_value(loggers)
     with_wandb = ov.format_value(loggers + ["wandb"])
     lines = [

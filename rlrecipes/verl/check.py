@@ -7,7 +7,8 @@ Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any 
 2. the version's own validation: 0.8.x `verl.utils.config.validate_config` (+ the rollout registry that
    the worker consults); 0.5.0 `RayPPOTrainer._validate_config` plus the mini/micro batch checks that
    0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py), reproduced below with their messages.
-This module imports only the stdlib at top level: it is loaded by a foreign interpreter.
+This module imports only the stdlib (and the stdlib-only specs.py) at top level: it is loaded by a
+foreign interpreter.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import os
 import re
 import sys
 import types
+
+from rlrecipes.verl.specs import spec_for
 
 # Keys that popular guides recommend but verl does not have, with verl's real name.
 KNOWN_MISNOMERS = {
@@ -260,10 +263,7 @@ def check(overrides: list[str]) -> dict:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured):
-            if version.startswith("0.5."):
-                use_critic, use_ref = _check_050(cfg)
-            else:
-                use_critic, use_ref = _check_08x(cfg)
+            use_critic, use_ref = VALIDATORS[spec_for(version).validator](cfg)
     except Exception as exc:  # noqa: BLE001 -- verl validates with asserts and ValueErrors alike
         return {"ok": False, "kind": "validation", "key": None, "message": _describe(exc),
                 "detail": captured.getvalue(), "suggestions": []}
@@ -275,6 +275,10 @@ def check(overrides: list[str]) -> dict:
         "notices": [line for line in captured.getvalue().splitlines() if line.strip()],
         "config": OmegaConf.to_container(cfg, resolve=False),
     }
+
+
+# VerlSpec.validator -> how that verl validates a composed config
+VALIDATORS = {"ray_trainer": _check_050, "validate_config": _check_08x}
 
 
 def main() -> int:

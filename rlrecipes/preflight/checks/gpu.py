@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 
-from rlrecipes.memory import IMAGE_FLASH_ATTN, MemoryEstimate, lookup, precision
+from rlrecipes.memory import MemoryEstimate, lookup, precision
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context, _cc_known, _cc_text, _engine, _no_gpu
 from rlrecipes.models import architecture
-from rlrecipes.recipe import ResolvedRun, _version_keys
+from rlrecipes.recipe import ResolvedRun
+from rlrecipes.verl.specs import attention_keys
 
 # ------------------------------------------------------------------------------ capability data
 # Minimum compute capability of each feature (FACTS.md: bf16 and FlashAttention-2 need Ampere; vLLM
@@ -21,10 +22,6 @@ MIN_CC = {
     "sglang": (7, 5),
     "triton": (7, 0),
 }
-# What the images ship (docker/*.Dockerfile): flash-attn is kept out of the P40 image on purpose
-# (verl would route through its Triton cross-entropy otherwise). torch 2.8.0+cu128 (a100 image) has
-# no Pascal kernels: cu128 builds dropped sm_50-sm_61; torch 2.6.0+cu118 (p40 image) covers sm_50+.
-IMAGE_MIN_CC = {"a100": (7, 0), "p40": (5, 0)}
 # Oldest driver branch per CUDA major version (CUDA minor-version compatibility); below the image's
 # own `min_driver` (the branch its CUDA release shipped with) a run works, but PTX JIT does not.
 CUDA_FAMILY_MIN_DRIVER = {11: 450, 12: 525, 13: 580}
@@ -122,23 +119,16 @@ def check_compute_dtype(ctx: Context) -> Check:
     return Check("compute-dtype", PASS, f"{summary} on {gpu.sm}")
 
 
-def _attention_keys(run: ResolvedRun) -> list[str]:
-    own = _version_keys(run.image.verl)["attn"].lstrip("+")
-    other = _version_keys("0.5.0" if not run.image.verl.startswith("0.5.") else "0.8.0")["attn"].lstrip("+")
-    return [own, other]
-
-
 def check_attention(ctx: Context) -> Check:
     skip = _cc_known("attention", ctx)
     if skip:
         return skip
     run, gpu = ctx.run, ctx.gpu
-    key = _attention_keys(run)[0]
-    attn = lookup(run, key)
-    if attn is None:
-        attn = lookup(run, _attention_keys(run)[1])
+    keys = attention_keys(run.image.spec)
+    key = keys[0]
+    attn = next((value for value in (lookup(run, k) for k in keys) if value is not None), None)
     attn = str(attn or "flash_attention_2")  # verl's default for actor, reference and critic
-    has_fa = IMAGE_FLASH_ATTN.get(run.image.name, True)
+    has_fa = run.image.flash_attn
     rmpad = [k for k in ("actor_rollout_ref.model.use_remove_padding", "critic.model.use_remove_padding")
              if run.get(k) and (k.startswith("actor") or run.use_critic)]
     if attn == "flash_attention_2":
@@ -161,7 +151,7 @@ def check_rollout_engine(ctx: Context) -> Check:
     run = ctx.run
     engine = _engine(run)
     image = run.image
-    if engine == "hf" and not image.verl.startswith("0.5."):
+    if engine == "hf" and not image.spec.hf_rollout:
         return Check("rollout-engine", FAIL, f"HF generate rollout exists only in verl <= 0.5.0; image "
                      f"{image.name!r} has verl {image.verl}", "actor_rollout_ref.rollout.name=vllm")
     if engine not in image.rollout_engines:
@@ -194,7 +184,7 @@ def check_triton(ctx: Context) -> Check:
         users.append("Liger kernels (actor_rollout_ref.model.use_liger)")
     if run.get("actor_rollout_ref.model.use_fused_kernels"):
         users.append("fused kernels (actor_rollout_ref.model.use_fused_kernels)")
-    if IMAGE_FLASH_ATTN.get(run.image.name, True):
+    if run.image.flash_attn:
         users.append(f"flash-attn's Triton cross-entropy (installed in image {run.image.name!r})")
     if users and gpu.cc < MIN_CC["triton"]:
         return Check("triton", FAIL, f"Triton needs compute capability >= 7.0; {gpu.name} is {gpu.sm}, used by: "
@@ -209,7 +199,7 @@ def check_image_arch(ctx: Context) -> Check:
     if skip:
         return skip
     image, gpu = ctx.run.image, ctx.gpu
-    need = IMAGE_MIN_CC.get(image.name, (0, 0))
+    need = _version_tuple(image.kernels_min_capability)
     if gpu.cc < need:
         return Check("image-arch", FAIL, f"torch {image.torch} for CUDA {image.cuda} in image {image.name!r} has no kernels "
                      f"for {gpu.sm} ({gpu.name}); it needs {_cc_text(need)} or newer",

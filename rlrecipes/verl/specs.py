@@ -1,0 +1,130 @@
+"""What differs between the verl versions the images pin: one `VerlSpec` per version.
+
+The rest of the package asks a spec questions (`spec.hf_rollout`, `spec.critic_fsdp`, `spec.default(key)`)
+instead of comparing version strings. Adding a verl version is one `VerlSpec` in SPECS below (plus its
+lock file and its CPU validation environment, requirements/verl-<version>-cpu.txt).
+
+Standard library only: verl/check.py runs inside a foreign verl interpreter and imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+# verl's defaults for the keys the planner and the memory model read (ppo_trainer.yaml; identical in
+# 0.5.0 and 0.8.0). A spec whose verl changed one of them overrides it in its own `defaults`.
+COMMON_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "actor_rollout_ref.rollout.n": 1,
+    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
+    "actor_rollout_ref.actor.ppo_epochs": 1,
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
+    "actor_rollout_ref.model.enable_gradient_checkpointing": False,
+    "critic.model.enable_gradient_checkpointing": True,
+    "trainer.total_epochs": 30,
+    "trainer.total_training_steps": None,
+    "trainer.save_freq": -1,
+    "trainer.test_freq": -1,
+    "trainer.max_actor_ckpt_to_keep": None,
+    "trainer.max_critic_ckpt_to_keep": None,
+    "trainer.resume_mode": "auto",
+    "data.max_prompt_length": 512,
+    "data.max_response_length": 512,
+})
+
+
+@dataclass(frozen=True)
+class VerlSpec:
+    """One verl version as the recipe engine, planner, preflight and validation see it."""
+
+    version: str
+    # -- key paths that moved between versions (Hydra override keys; "+" where verl's schema lacks the key)
+    attn_key: str  # attention implementation of actor and reference
+    critic_attn_key: str
+    critic_fsdp: str  # the critic's FSDP block (param_offload, optimizer_offload, model_dtype, ...)
+    reward_path_key: str
+    reward_name_key: str
+    reward_kwargs_key: str
+    ray_init_prefix: str  # where ray.init's kwargs live; "<prefix>num_cpus" caps Ray's CPUs
+    # -- capabilities
+    rollout_engines: tuple[str, ...]  # the rollout names verl's registry accepts
+    file_logger: bool  # trainer.logger accepts "file" (JSONL at $VERL_FILE_LOGGER_PATH)
+    ray_init_whole_mapping: bool  # main_ppo hands ray.init the whole mapping (else only num_cpus)
+    # FP32 is set through the FSDP configs (model_dtype, mixed_precision) by the engine for fp32 profiles
+    fp32_by_config: bool
+    # FSDP1 + LoRA + HF rollout fails with "Must flatten tensors with uniform requires_grad when
+    # use_orig_params=False" unless use_orig_params is on (FACTS.md, seen on a real GPU)
+    lora_hf_rollout_needs_orig_params: bool
+    # how verl/check.py validates: "ray_trainer" (RayPPOTrainer._validate_config + the worker-side batch
+    # checks, 0.5.0) or "validate_config" (verl.utils.config.validate_config + the rollout registry)
+    validator: str
+    defaults: Mapping[str, Any] = field(default_factory=lambda: COMMON_DEFAULTS)
+
+    @property
+    def hf_rollout(self) -> bool:
+        """Hugging Face `generate` rollout (actor_rollout_ref.rollout.name=hf) exists in this verl."""
+        return "hf" in self.rollout_engines
+
+    def default(self, key: str, fallback: Any = None) -> Any:
+        """verl's default for a dotted key the planner reads, else `fallback`."""
+        return self.defaults.get(key, fallback)
+
+
+V0_5_0 = VerlSpec(
+    version="0.5.0",
+    # FACTS: the key without the underscore is NOT honoured by 0.5.0
+    attn_key="+actor_rollout_ref.model.override_config._attn_implementation",
+    # honoured once the P40 patch reads the critic's override_config (released 0.5.0 hard-codes FA2)
+    critic_attn_key="+critic.model.override_config._attn_implementation",
+    critic_fsdp="critic.model.fsdp_config",
+    reward_path_key="custom_reward_function.path",
+    reward_name_key="custom_reward_function.name",
+    reward_kwargs_key="+custom_reward_function.reward_kwargs",
+    ray_init_prefix="ray_init.",
+    rollout_engines=("hf", "vllm", "sglang"),
+    file_logger=False,
+    ray_init_whole_mapping=False,
+    fp32_by_config=True,
+    lora_hf_rollout_needs_orig_params=True,
+    validator="ray_trainer",
+)
+
+V0_8_0 = VerlSpec(
+    version="0.8.0",
+    attn_key="+actor_rollout_ref.model.override_config.attn_implementation",
+    critic_attn_key="+critic.model.override_config.attn_implementation",
+    critic_fsdp="critic.fsdp",
+    reward_path_key="reward.custom_reward_function.path",
+    reward_name_key="reward.custom_reward_function.name",
+    reward_kwargs_key="+reward.custom_reward_function.reward_kwargs",
+    ray_init_prefix="ray_kwargs.ray_init.",
+    rollout_engines=("vllm", "sglang", "trtllm"),
+    file_logger=True,
+    ray_init_whole_mapping=True,
+    fp32_by_config=False,
+    lora_hf_rollout_needs_orig_params=False,
+    validator="validate_config",
+)
+
+SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0)}
+
+
+def spec_for(version: str) -> VerlSpec:
+    """The spec of a pinned verl version; KeyError naming the known ones otherwise."""
+    try:
+        return SPECS[version]
+    except KeyError:
+        raise KeyError(f"no VerlSpec for verl {version!r} (known: {', '.join(SPECS)}); add one to "
+                       "rlrecipes/verl/specs.py") from None
+
+
+def attention_keys(spec: VerlSpec) -> list[str]:
+    """Every spelling of the attention key (without "+"), this version's first: a user may write the
+    other version's spelling, and preflight should see it."""
+    keys = [spec.attn_key.lstrip("+")]
+    for other in SPECS.values():
+        key = other.attn_key.lstrip("+")
+        if key not in keys:
+            keys.append(key)
+    return keys
