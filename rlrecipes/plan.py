@@ -4,6 +4,7 @@ ResolvedRun (plus the dataset manifest when the data stage has run)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
@@ -39,6 +40,46 @@ def checkpoint_bytes(run: ResolvedRun, arch: Architecture | None) -> dict[str, i
     return parts
 
 
+class SaveSteps(Sequence):
+    """The steps verl saves at: every `save_freq`, plus the last step. Computed on demand, so a plan of
+    `trainer.total_epochs=1000000000000` costs no more memory than one of 3 (the list once grew to 23 GB)."""
+
+    def __init__(self, save_freq: int, total_steps: int):
+        self.save_freq, self.total_steps = save_freq, total_steps
+        saving = save_freq > 0 and total_steps > 0
+        self._regular = total_steps // save_freq if saving else 0
+        # verl also saves at the last step when it is not a multiple of save_freq
+        self._len = self._regular + (1 if saving and total_steps % save_freq else 0)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        return (index + 1) * self.save_freq if index < self._regular else self.total_steps
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, SaveSteps):
+            return (self._len, self[:1], self[-1:]) == (other._len, other[:1], other[-1:])
+        return isinstance(other, (list, tuple)) and len(other) == self._len and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(map(str, self[:3])) + (", ..." if self._len > 4 else "") + (
+            f", {self[-1]}" if self._len > 3 else "")
+        return f"SaveSteps([{shown}], {self._len} saves)"
+
+    def as_json(self, limit: int = 1000):
+        """The list when short; else a summary (every N steps, the last, how many)."""
+        if self._len <= limit:
+            return list(self)
+        return {"every": self.save_freq, "last": self.total_steps, "count": self._len, "first": self[:5]}
+
+
 def build_plan(run: ResolvedRun) -> dict[str, Any]:
     n_gpus = run.profile.n_gpus
     batch = int(_get(run, "data.train_batch_size"))
@@ -55,11 +96,7 @@ def build_plan(run: ResolvedRun) -> dict[str, Any]:
 
     per_gpu_mini = mini * n // max(1, n_gpus // sp)
     save_freq = int(_get(run, "trainer.save_freq"))
-    saves = []
-    if total_steps and save_freq > 0:
-        saves = [s for s in range(save_freq, total_steps + 1, save_freq)]
-        if saves[-1:] != [total_steps]:
-            saves.append(total_steps)  # verl also saves at the last step
+    saves = SaveSteps(save_freq, total_steps or 0)
     keep = _get(run, "trainer.max_actor_ckpt_to_keep")
     arch = architecture(run)
     ckpt = checkpoint_bytes(run, arch)

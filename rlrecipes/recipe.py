@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrecipes import overrides as ov
 from rlrecipes.errors import RecipeError
+from rlrecipes.values import INTERPOLATION, UNSET, check_values, resolved
 from rlrecipes.images import IMAGES, Image
 from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
 from rlrecipes.verl.specs import VerlSpec
@@ -248,10 +249,22 @@ def recipe_name(path: Path) -> str:
 
 
 def _resolve_file(name: str, root: Path, kind: str) -> Path:
+    hint = f"{kind}s are named by their path under {root} without .yaml (`rlrecipes recipes` lists them)"
+    if not name.strip() or any(ch in name for ch in "\0\n\r\t") or name != name.strip():
+        raise RecipeError(f"not a {kind} name: {name!r}", hint=hint)
     candidate = Path(name)
     if candidate.suffix == ".yaml" and candidate.exists():
-        return candidate.resolve()
-    path = root / f"{name}.yaml"
+        path = candidate.resolve()
+        if root.resolve() not in path.parents:
+            raise RecipeError(f"{kind} file lies outside {root}", where=str(path), hint=hint)
+    elif candidate.is_absolute() or ".." in candidate.parts:
+        raise RecipeError(f"{kind} names are paths under {root}: no absolute path and no '..'", where=name,
+                          hint=hint)
+    else:
+        path = root / f"{name}.yaml"
+    if kind == "recipe" and profiles_dir().resolve() in path.resolve().parents:
+        raise RecipeError(f"{name!r} is a hardware profile, not a recipe", where=str(path),
+                          hint=f"pass it as --profile {path.stem}")
     if path.exists():
         return path
     names = list_profiles() if kind == "profile" else list_recipes()
@@ -347,10 +360,15 @@ class ResolvedRun:
     def paths(self) -> dict[str, str]:
         return {k: str(self.variables[k]) for k in PATH_DEFAULTS}
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: Any = None, _seen: tuple[str, ...] = ()) -> Any:
+        """The value set for `key`; a `${other.key}` interpolation gives other.key's value (as OmegaConf)."""
         for prefix in ("", "+", "++"):
             if prefix + key in self.overrides:
-                return ov.substitute(self.overrides[prefix + key], self.variables)
+                value = ov.substitute(self.overrides[prefix + key], self.variables)
+                match = INTERPOLATION.match(value) if isinstance(value, str) else None
+                if match and match.group(1) not in _seen and len(_seen) < 10:
+                    return self.get(match.group(1), default, (*_seen, key))
+                return value
         return default
 
     @property
@@ -437,9 +455,16 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
             sources[bare] = source
 
     probe = {ov.bare_key(k): v for layer in (prof.verl, recipe.verl, cli) for k, v in layer.items()}
+    layers = ((cli, "command line"), (recipe.verl, str(recipe.path)), (prof.verl, str(prof.path)))
+
+    def where(key: str) -> str:
+        origin = next((name for block, name in layers if any(ov.bare_key(k) == key for k in block)), "verl default")
+        return f"{origin}: {key}"
+
+    warnings += check_values(lambda key: probe.get(key, UNSET), where)
     estimator = probe.get("algorithm.adv_estimator", "gae")
     uses_critic = bool(probe["critic.enable"]) if probe.get("critic.enable") is not None else estimator == "gae"
-    lora = int(probe.get("actor_rollout_ref.model.lora_rank", 0) or 0) > 0
+    lora = int(resolved("actor_rollout_ref.model.lora_rank", probe.get) or 0) > 0
 
     engine: dict[str, Any] = {
         "actor_rollout_ref.model.path": "${MODELS_DIR}/" + recipe.model.dir_name,

@@ -61,6 +61,13 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
     _recipe_args(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable plan")
     parser.add_argument("--memory", action="store_true", help="include the per-GPU memory breakdown")
+    parser.add_argument("--force", action="store_true",
+                        help="print the plan even when its memory estimate exceeds the GPU (exit 0)")
+
+
+def _json_default(value):
+    as_json = getattr(value, "as_json", None)
+    return as_json() if as_json else str(value)
 
 
 def plan(args) -> int:
@@ -68,8 +75,16 @@ def plan(args) -> int:
 
     run = _resolve(args)
     result = build_plan(run)
+    mem = result.get("memory") or {}
+    if mem.get("known", True) and mem.get("total_gib", 0) > mem.get("gpu_memory_gib", float("inf")) and not args.force:
+        raise RecipeError(
+            f"needs ~{mem['total_gib']:.1f} GiB per GPU at its peak ({mem.get('peak_phase')}), but "
+            f"{result['hardware']['gpu']} has {mem['gpu_memory_gib']:g} GiB",
+            where=f"{run.name} on {run.profile.name}",
+            hint="pick a profile with more GPU memory, lower batch sizes or lengths (rlrecipes plan --memory --force "
+                 "shows the terms), or pass --force to print the plan anyway")
     if args.json:
-        json.dump(result, sys.stdout, indent=2, default=str)
+        json.dump(result, sys.stdout, indent=2, default=_json_default)
         print()
         return 0
     _print_plan(result, show_memory=args.memory)
