@@ -12,7 +12,7 @@ set -euo pipefail
 : "${REWARD_FN:=$(python3 -c 'import rlrecipes.rewards.gsm8k as m; print(m.__file__)')}"
 LOGGER='[console]'
 if [ -n "${WANDB_API_KEY:-}" ]; then LOGGER='[console,wandb]'; fi
-RUN_LOG_DIR="${LOG_DIR}/qwen2.5-0.5b-gsm8k-ppo"
+RUN_LOG_DIR="${LOG_DIR}"/qwen2.5-0.5b-gsm8k-ppo
 mkdir -p "${RUN_LOG_DIR}"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 # verl's file logger truncates its file on open: one file per launch.

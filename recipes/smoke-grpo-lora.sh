@@ -11,7 +11,7 @@ set -euo pipefail
 : "${LOG_DIR:=/workspace/logs}"
 : "${REWARD_FN:=$(python3 -c 'import rlrecipes.rewards.gsm8k as m; print(m.__file__)')}"
 LOGGER='[console]'
-RUN_LOG_DIR="${LOG_DIR}/smoke-grpo-lora"
+RUN_LOG_DIR="${LOG_DIR}"/smoke-grpo-lora
 mkdir -p "${RUN_LOG_DIR}"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 # verl's file logger truncates its file on open: one file per launch.

@@ -80,7 +80,11 @@ def _format_float(value: float) -> str:
 
 
 def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """Hydra's quoted string: backslashes are literal except a run of them before a quote or the closing
+    quote, where each is doubled (doubling every backslash turned `a\\nb` into `a\\\\nb`)."""
+    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)
+    text = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text)
+    return "'" + text + "'"
 
 
 def format_value(value: Any) -> str:

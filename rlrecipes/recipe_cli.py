@@ -152,15 +152,18 @@ def _print_plan(p: dict, show_memory: bool) -> None:
 def render_arguments(parser: argparse.ArgumentParser) -> None:
     _recipe_args(parser)
     parser.add_argument("--out", required=True, type=Path, help="run directory to write")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite config.yaml, train.sh and manifest.json if --out already has them")
     parser.add_argument("--no-validate", action="store_true",
                         help="skip validation against verl (config.yaml then holds the overrides only)")
 
 
 def render(args) -> int:
-    from rlrecipes.render import render_run_dir
+    from rlrecipes.render import check_run_dir, render_run_dir
     from rlrecipes.validate import validate_runs
 
     run = _resolve(args)
+    check_run_dir(args.out, args.force)  # before the validation's seconds
     config = None
     if not args.no_validate:
         (result,) = validate_runs([run])
@@ -168,7 +171,7 @@ def render(args) -> int:
             print(result.describe(), file=sys.stderr)
             return EXIT_INVALID
         config = result.config
-    for path in render_run_dir(run, args.out, args.overrides, config):
+    for path in render_run_dir(run, args.out, args.overrides, config, force=args.force):
         print(f"wrote {path}")
     return 0
 
