@@ -16,8 +16,6 @@ import argparse
 import importlib.util
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -227,16 +225,12 @@ def lm_eval_command(model: str, tasks: tuple[str, ...], backend: str, output_pat
 
 
 def run_lm_eval(cmd: list[str], log_file: Path, label: str) -> None:
-    from rlrecipes.ui import stage
+    from rlrecipes.ui import run_logged
 
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with stage(f"lm-eval {label}"), open(log_file, "w", encoding="utf-8") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        log.flush()
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    if proc.returncode != 0:
+    code = run_logged(cmd, log_file, f"lm-eval {label}")
+    if code != 0:
         tail = "\n".join(log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
-        raise StageFailed(f"lm-eval failed for {label} (exit {proc.returncode}):\n{tail}", where=str(log_file))
+        raise StageFailed(f"lm-eval failed for {label} (exit {code}):\n{tail}", where=str(log_file))
 
 
 # -- fast in-repo evaluation ------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.ui import run_logged
 
 TRACKER = "latest_checkpointed_iteration.txt"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
@@ -262,13 +262,10 @@ def run_verl_merger(actor_dir: Path, target: Path, log_file: Path) -> None:
                           hint="run `rlrecipes merge` inside the run's image (or a .venvs/verl-* environment)")
     cmd = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
            "--local_dir", str(actor_dir), "--target_dir", str(target)]
-    with open(log_file, "w", encoding="utf-8") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        log.flush()
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-    if proc.returncode != 0 or not (target / "config.json").is_file():
+    code = run_logged(cmd, log_file, "verl model_merger")
+    if code != 0 or not (target / "config.json").is_file():
         tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-20:])
-        raise StageFailed(f"verl's model_merger failed (exit {proc.returncode}):\n{tail}", where=str(actor_dir))
+        raise StageFailed(f"verl's model_merger failed (exit {code}):\n{tail}", where=str(log_file))
 
 
 def _torch_dtype(name: str):
@@ -427,8 +424,8 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
         merged_raw = work / "verl_merged"
-        with stage(f"verl model_merger: {ckpt.actor_dir}"):
-            run_verl_merger(ckpt.actor_dir, merged_raw, work / "model_merger.log")
+        # beside the output, not in the work dir: it outlives a failure (the work dir is removed)
+        run_verl_merger(ckpt.actor_dir, merged_raw, out.parent / f"{out.name}.model_merger.log")
         hf_dir = ckpt.actor_dir / "huggingface"
         config_dtype = str(getattr(AutoConfig.from_pretrained(str(hf_dir)), "torch_dtype", "") or "")
         config_dtype = config_dtype.replace("torch.", "")
