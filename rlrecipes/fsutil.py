@@ -8,6 +8,7 @@ the result gets the mode a plain `open("w")` would give (0666 minus the umask) u
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import tempfile
@@ -22,8 +23,13 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     On any exception the temporary file is removed and `path` is left as it was.
     """
     target = Path(path)
+    if target.is_dir():  # os.replace would fail naming the temporary file, not the path the user gave
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
+    except OSError as exc:  # name the target, not the temporary file's random name
+        raise type(exc)(exc.errno, exc.strerror, str(target)) from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:

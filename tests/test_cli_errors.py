@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,68 @@ def test_exit_codes_are_documented():
     for code in ("0", "1", "2", "3", "70", "130"):
         assert f"| {code} |" in doc
     assert stat.S_ISREG(os.stat(Path(__file__)).st_mode)
+
+
+# -- bad output paths: one line, exit 2, nothing written ----------------------------------------------
+
+@pytest.fixture
+def places(tmp_path):
+    from tests.support.mounts import Mounts
+
+    mounts = Mounts(tmp_path)
+    (tmp_path / "afile").write_text("keep")
+    (tmp_path / "adir").mkdir()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "metrics-20260101T000000Z.jsonl").write_text('{"step": 1, "data": {"critic/score/mean": 0.5}}\n')
+
+    def place(kind: str) -> str:
+        if kind == "read-only":
+            return str(mounts("tmpfs", 1 << 20, readonly=True) / "out")
+        return {"file": str(tmp_path / "afile"), "under a file": str(tmp_path / "afile" / "out"),
+                "proc": "/proc/rlrecipes-out", "directory": str(tmp_path / "adir")}[kind]
+
+    yield place
+    mounts.cleanup()
+    assert (tmp_path / "afile").read_text() == "keep"
+
+
+COMMANDS = {
+    "render": lambda out, tmp: ["render", "smoke-ppo", "--no-validate", "--out", out],
+    "data": lambda out, tmp: ["data", "gsm8k", "--source", "tests/fixtures/gsm8k", "--out", out],
+    "smoke-assets": lambda out, tmp: ["smoke-assets", "--out", out],
+    "report": lambda out, tmp: ["report", str(tmp / "logs"), "--out", out],
+    "preflight --env-file": lambda out, tmp: ["preflight", "smoke-ppo", "--env-file", out],
+}
+
+
+@pytest.mark.parametrize("kind", ["file", "under a file", "proc", "read-only"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_bad_output_paths_are_one_line_errors(places, tmp_path, capsys, monkeypatch, command, kind):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    if command == "preflight --env-file" and kind == "file":
+        kind = "directory"  # an env file is a file: overwriting the old one is its job
+    argv = COMMANDS[command](places(kind), tmp_path)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == EXIT_INVALID, err
+    line = one_line_error(err)
+    assert line.startswith("error: ") and "hint:" in line
+
+
+def test_env_file_naming_a_directory_and_gpu_inventory_naming_a_directory(places, capsys):
+    for argv in (["preflight", "smoke-ppo", "--env-file", places("directory")],
+                 ["preflight", "smoke-ppo", "--gpu-inventory", places("directory")]):
+        assert main(argv) == EXIT_INVALID
+        assert "Is a directory" in one_line_error(capsys.readouterr().err)
+
+
+def test_report_skips_lines_with_a_step_that_is_not_a_whole_number(tmp_path, capsys):
+    from rlrecipes.report.metrics import read_jsonl
+
+    path = tmp_path / "metrics-1.jsonl"
+    path.write_text('{"step": NaN, "data": {}}\n{"step": Infinity, "data": {}}\n{"step": 1e999, "data": {}}\n'
+                    '{"step": 1.5, "data": {}}\n{"step": true, "data": {}}\n{"step": -1, "data": {}}\n'
+                    '{"step": "2", "data": {}}\n{"step": 3, "data": {"critic/score/mean": 0.5}}\n')
+    launch = read_jsonl(path)
+    assert launch.steps == {3: {"critic/score/mean": 0.5}} and launch.skipped_lines == 7

@@ -139,6 +139,18 @@ def stamp_of(path: Path) -> str:
     return match.group(1) if match else path.stem
 
 
+def _step_number(value) -> int:
+    """A logged step: a whole number >= 0. NaN, infinity (int() raised OverflowError), 1.5, true, "3" are
+    not steps; such a line is skipped and counted like any other malformed line."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"step {value!r} is not a number")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError(f"step {value!r} is not a whole number")
+    if value < 0:
+        raise ValueError(f"step {value!r} is negative")
+    return int(value)
+
+
 def read_jsonl(path: str | Path) -> Launch:
     path = Path(path)
     launch = Launch(path=path, kind="jsonl", stamp=stamp_of(path))
@@ -151,7 +163,7 @@ def read_jsonl(path: str | Path) -> Launch:
         is_last = index == len(lines) - 1
         try:
             record = json.loads(line)
-            step = int(record["step"])
+            step = _step_number(record["step"])
             data = record["data"]
             if not isinstance(data, dict):
                 raise TypeError("data is not an object")

@@ -270,6 +270,9 @@ def resume_check(args: argparse.Namespace) -> int:
     _setup_logging(None, "warning")
     checked_root(args.root)
     seconds(args.grace, "--grace")
+    if os.path.lexists(args.root) and not args.root.is_dir():
+        raise RecipeError("checkpoint root is not a directory", where=str(args.root),
+                          hint="name the trainer's trainer.default_local_dir or its parent")
     findings = check_trackers(args.root, repair=not args.check, grace_s=args.grace, zip_check=not args.no_zip_check)
     if args.json:
         print(json.dumps([f.as_dict() for f in findings], indent=2))

@@ -138,7 +138,11 @@ class Watchdog:
     def _hogs(self) -> list[dict]:
         out = []
         for name, kind, path in self.config.hogs:
-            size = actions.hog_size(kind, path)
+            try:
+                size = actions.hog_size(kind, path)
+            except OSError as exc:  # e.g. --watch x=/proc: report it, keep watching checkpoints
+                log.warning("cannot size %s (%s): %s", name, path, exc.strerror or exc)
+                size = None
             out.append({"name": name, "kind": kind, "path": str(path),
                         "bytes": size[0] if size else None, "items": size[1] if size else None})
         return out
