@@ -170,6 +170,57 @@ def test_gradient_checkpointing_trades_activations():
     assert without.phase_gib("update_actor") > with_gc.phase_gib("update_actor") + 10
 
 
+NO_GC = ["actor_rollout_ref.model.enable_gradient_checkpointing=false",
+         "critic.model.enable_gradient_checkpointing=false"]
+
+
+def test_activations_without_checkpointing_by_hand():
+    """The P40 recipe with gradient checkpointing off: every term of the actor's update by hand.
+
+    Qwen2.5-0.5B: L=24 layers, h=896, I=4864, 14 heads; FP32 compute (4 B); micro batch b=4 of
+    s=512+512=1024 tokens; eager attention.
+    Per layer (Korthikanti et al. 2022, SwiGLU, no dropout): (17h + 8I) values per token in 16-bit terms,
+        (17*896 + 8*4864) * 4/2 B = 54144 * 2 = 108288 B per token, x 4*1024 tokens = 443,547,648 B
+    eager attention scores before and after softmax: b * heads * s^2 * 4 B * 2
+        = 4 * 14 * 1024^2 * 8 = 469,762,048 B
+    one layer = 913,309,696 B; all 24 layers = 21,919,432,704 B = 20.414 GiB.
+    The peak is the start of backward: those activations + fp32 logits and their gradient
+    (2 x 4*1024*151936*4 = 4,978,638,848 B) + the actor's weights, gradients, Adam state
+    (494,032,768 x (4+4+8) = 7,904,524,288 B) + the critic's fp32 weights (1,976,131,072 B; its Adam
+    state is offloaded) + 0.5 GiB context = 37,315,597,824 B = 34.7529 GiB.
+    """
+    est = estimate_memory(run_of(PPO, overrides=NO_GC))
+    layer = (17 * 896 + 8 * 4864) * 4 // 2 * (4 * 1024) + 4 * 14 * 1024 ** 2 * 4 * 2
+    assert layer == 913_309_696
+    assert term(est, "update_actor", "actor activations of 24 layers (micro 4, no checkpointing)",
+                moment="backward start") == 24 * layer == 21_919_432_704
+    assert term(est, "update_critic", "critic activations of 24 layers (micro 4, no checkpointing)",
+                moment="backward start") == 24 * layer
+    assert est.moments["update_actor"] == "backward start"
+    total = 24 * layer + 2 * 4 * 1024 * 151936 * 4 + P05 * (4 + 4 + 8) + P05 * 4 + GIB // 2
+    assert total == 37_315_597_824
+    assert est.phase_gib("update_actor") * GIB == pytest.approx(total, rel=1e-12)
+    assert round(est.phase_gib("update_actor"), 2) == 34.75
+
+
+def test_forward_only_layer_by_hand():
+    """Without autograd only the live tensors of one layer count: (4h + 3I) values per token.
+    Old log-probs of the P40 recipe: micro 8 x 1024 tokens, fp32, eager:
+    (4*896 + 3*4864) * 4 B * 8192 = 595,591,168 B + scores 8 * 14 * 1024^2 * 4 B * 2 = 939,524,096 B."""
+    est = estimate_memory(run_of(PPO))
+    assert term(est, "log_prob", "actor old log-prob layer (micro 8)", moment="actor old log-prob layer") == \
+        (4 * 896 + 3 * 4864) * 4 * 8192 + 8 * 14 * 1024 ** 2 * 4 * 2 == 1_535_115_264
+
+
+def test_checkpointed_recompute_layer_by_hand():
+    """With checkpointing: one layer recomputed (the same 913,309,696 B as above) beside the kept
+    layer inputs, 24 x 4*1024 tokens x 896 x 4 B = 352,321,536 B."""
+    est = estimate_memory(run_of(PPO))
+    assert term(est, "update_actor", "actor recomputed layer (micro 4)", moment="layer recompute") == 913_309_696
+    assert term(est, "update_actor", "actor checkpointed layer inputs (micro 4)",
+                moment="layer recompute") == 352_321_536
+
+
 def test_micro_batch_scales_logits_linearly():
     small = estimate_memory(run_of(PPO, overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"]))
     big = estimate_memory(run_of(PPO, overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"]))
