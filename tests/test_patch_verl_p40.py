@@ -5,6 +5,7 @@ flash-attn, and any anchor mismatch fails naming file and site with nothing writ
 from __future__ import annotations
 
 import hashlib
+import json
 import importlib.util
 import shutil
 import subprocess
@@ -268,3 +269,68 @@ def test_skip_leaves_one_site_and_a_later_run_patches_only_it(verl_copy):
 def test_skip_rejects_unknown_site_names(tmp_path):
     result = run_patch("--verl-root", str(tmp_path), "--skip", "no-such-site")
     assert result.returncode == 2 and "no-such-site" in result.stderr
+
+
+# Where verl 0.5.0 hard-codes a bf16 autocast on the P40 path (FACTS.md; read from verl's source, not
+# from the patch's own table): file -> the functions that hold one.
+AUTOCAST_SITES = {
+    "workers/actor/dp_actor.py": ["_forward_micro_batch"],
+    "workers/critic/dp_critic.py": ["_forward_micro_batch"],
+    "workers/rollout/hf_rollout.py": ["_generate_minibatch"],
+    "workers/fsdp_workers.py": ["_forward_micro_batch"],
+}
+AUTOCAST_PROBE = r"""
+import ast, contextlib, importlib, json, sys, types
+root, files = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, root)
+import torch
+out = []
+for rel in files:
+    module = importlib.import_module("verl." + rel[:-3].replace("/", "."))
+    assert module.__file__.startswith(root), module.__file__
+    source = open(module.__file__).read()
+    tree = ast.parse(source)
+    for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for node in ast.walk(func):
+            if not isinstance(node, ast.With):
+                continue
+            for item in node.items:
+                call = item.context_expr
+                if not (isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "autocast"):
+                    continue
+                # The context expression exactly as verl wrote it, evaluated in the module's own
+                # namespace with the device names the call sites use resolving to the CPU.
+                expr = ast.get_source_segment(source, call)
+                scope = {"self": types.SimpleNamespace(device_name="cpu"), "device_name": "cpu"}
+                namespace = dict(vars(module), get_device_name=lambda: "cpu")
+                a = torch.randn(8, 8, dtype=torch.float32)
+                with eval(expr, namespace, scope):
+                    enabled = torch.is_autocast_enabled("cpu")
+                    dtype = str(torch.nn.functional.linear(a, a).dtype)
+                out.append([rel, func.name, node.lineno, enabled, dtype])
+print("PROBE" + json.dumps(out))
+"""
+
+
+def _autocast_probe(run_in_verl, root: Path) -> dict[tuple[str, str], tuple[bool, str]]:
+    proc = run_in_verl("0.5.0", AUTOCAST_PROBE.replace("sys.argv[1], json.loads(sys.argv[2])",
+                                                      f"{str(root)!r}, {sorted(AUTOCAST_SITES)!r}"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.split("PROBE", 1)[1])
+    return {(rel, func): (enabled, dtype) for rel, func, _line, enabled, dtype in rows}
+
+
+@pytest.mark.verl
+def test_patched_autocast_sites_compute_in_fp32(verl_copy, run_in_verl):
+    """Functional: each bf16 autocast on the P40 path, taken from the patched verl source and entered
+    on the CPU, leaves autocast off and a matmul inside it in float32. Unpatched, the same probe
+    sees bf16 -- so a site patched to `enabled=True` (or not at all) fails here."""
+    expected = {(rel, func) for rel, funcs in AUTOCAST_SITES.items() for func in funcs}
+    pristine = _autocast_probe(run_in_verl, verl_copy.parent)
+    assert set(pristine) == expected
+    assert all(value == (True, "torch.bfloat16") for value in pristine.values()), pristine
+
+    assert run_patch("--verl-root", str(verl_copy)).returncode == 0
+    patched = _autocast_probe(run_in_verl, verl_copy.parent)
+    assert set(patched) == expected
+    assert all(value == (False, "torch.float32") for value in patched.values()), patched
