@@ -22,6 +22,21 @@ def score(response: str, truth: str, mode: str, **kw) -> float:
     return compute_score("openai/gsm8k", response, truth, mode=mode, **kw)
 
 
+# Text or markup between the marker and the number: verl's strict regex `#### (\-?[0-9\.\,]+)` and
+# lm-eval's strict-match need the number right after `#### `, so both give 0 (the real scorers give
+# these values in test_rewards_agreement.py::test_strict_literal_cases_match_the_references).
+TEXT_AFTER_MARK = [
+    ("#### The answer is 72", "72"),
+    ("#### answer: 72", "72"),
+    ("#### = 72", "72"),
+    ("#### x = 72", "72"),
+    ("#### ~72", "72"),
+    ("#### (72)", "72"),
+    ("#### **72**", "72"),
+    ("####\n72", "72"),
+    ("#### 5\nActually it is 72", "72"),
+]
+
 # (response, ground truth) pairs that must score 1.0 in strict mode.
 STRICT_POSITIVE = [
     ("#### 72", "72"),
@@ -66,6 +81,7 @@ STRICT_NEGATIVE = [
     ("# ### 72", "72"),
     ("", "72"),
     ("#### 10000", "1000"),
+    *TEXT_AFTER_MARK,
 ]
 
 FLEXIBLE_POSITIVE = [

@@ -1,11 +1,17 @@
 """Agreement, measured: our scorer vs verl's `gsm8k.compute_score` and lm-eval's gsm8k filters.
 
-A generated corpus (>= 300 responses, 28 kinds) is scored four ways per mode: ours, verl's (run in
-the pinned verl venv), lm-eval's strict-match / flexible-extract (regexes and exact_match options read
-from the installed lm_eval/tasks/gsm8k/gsm8k.yaml, applied with lm-eval's own filter and metric code).
-Every kind must either agree completely with a reference or be listed in DELIBERATE with the reason;
-each listed difference must actually occur, and in each of them we credit the right answer where the
-reference does not. The table printed at the end (pytest -s) is the one in docs/data-and-rewards.md.
+A generated corpus (>= 300 responses, 32 kinds) is scored six ways: ours (strict, flexible), verl's
+(strict, flexible; run in the pinned verl venv), lm-eval's strict-match / flexible-extract (regexes and
+exact_match options read from the installed lm_eval/tasks/gsm8k/gsm8k.yaml, applied with lm-eval's own
+filter and metric code). SCORES is the literal table of what each of the six gives every response of
+a kind, written down once and reviewed:
+  - our two columns are our specification: a change that credits a wrong format (`#### The answer is
+    72`) or misses a right answer fails `test_our_scores_are_the_table` without any reference installed;
+  - the reference columns are checked against the real verl and lm-eval (`test_references_are_the_table`);
+  - DELIBERATE lists, with the reason, exactly the cells where we differ from a reference, and in every
+    one of them we credit a right answer that the reference misses -- never the other way round.
+The table printed by test_agreement_with_verl_and_lm_eval (pytest -s) is the one in
+docs/data-and-rewards.md.
 """
 
 from __future__ import annotations
@@ -18,7 +24,50 @@ import pytest
 
 from rlrecipes.rewards.gsm8k import compute_score
 
-pytestmark = pytest.mark.verl
+
+REFERENCES = ("verl-strict", "verl-flexible", "lm-strict", "lm-flexible")
+# kind -> the score every response of that kind gets from
+#        (ours strict, ours flexible, verl-strict, verl-flexible, lm-strict, lm-flexible)
+SCORES = {
+    "answer_then_words": (1, 1, 1, 1, 1, 1),
+    "bold_after_mark": (0, 1, 0, 1, 0, 1),
+    "clean": (1, 1, 1, 1, 1, 1),
+    "clean_wrong": (0, 0, 0, 0, 0, 0),
+    "comma": (1, 1, 1, 0, 1, 1),
+    "comma_flexible": (0, 1, 0, 0, 0, 1),
+    "corrected_answer": (1, 1, 1, 1, 0, 1),
+    "decimal": (1, 1, 1, 1, 1, 1),
+    "decimal_zero": (1, 1, 0, 0, 0, 0),
+    "dollar": (1, 1, 0, 1, 0, 1),
+    "dollar_cents": (1, 1, 0, 0, 0, 0),
+    "empty": (0, 0, 0, 0, 0, 0),
+    "extra_spaces": (1, 1, 0, 1, 0, 1),
+    "flexible_only": (0, 1, 0, 1, 0, 1),
+    "hyphen_range": (0, 1, 0, 0, 0, 0),
+    "leading_zero": (1, 1, 0, 0, 0, 0),
+    "long_tail": (1, 1, 0, 0, 1, 1),
+    "long_tail_flexible": (0, 1, 0, 0, 0, 1),
+    "marked_wrong_then_unmarked": (0, 1, 0, 1, 0, 1),
+    "negative": (1, 1, 1, 1, 1, 1),
+    "newline_after_mark": (0, 1, 0, 1, 0, 1),
+    "no_answer": (0, 0, 0, 0, 0, 0),
+    "no_space": (1, 1, 0, 1, 0, 1),
+    "period_flexible": (0, 1, 0, 0, 0, 1),
+    "plus": (1, 1, 0, 1, 0, 1),
+    "think_block": (1, 1, 1, 1, 1, 1),
+    "trailing_comma": (1, 1, 1, 0, 1, 1),
+    "trailing_period": (1, 1, 0, 0, 1, 1),
+    "trailing_question": (1, 0, 1, 0, 1, 0),
+    "unicode_digits": (1, 1, 0, 0, 0, 0),
+    "words_after_mark": (0, 1, 0, 1, 0, 1),
+    "words_only": (0, 0, 0, 0, 0, 0),
+}
+COLUMNS = ("ours-strict", "ours-flexible", *REFERENCES)
+
+
+def expected(kind: str, column: str) -> float:
+    return float(SCORES[kind][COLUMNS.index(column)])
+
 
 # (kind, reference) -> why we differ. reference: "verl-strict", "verl-flexible", "lm-strict", "lm-flexible".
 DELIBERATE = {
@@ -114,6 +163,12 @@ def _corpus() -> list[dict]:
         add("hyphen_range", f"{r}\nSee pages 10-{n}", str(n))
         add("empty", "", str(n))
         add("words_only", "The answer is seventy-two.", str(n))
+        # Wrong formats a lax strict scorer would credit: text or markup between `####` and the number.
+        add("words_after_mark", f"{r}\n#### The answer is {n}", str(n))
+        add("bold_after_mark", f"{r}\n#### **{n}**", str(n))
+        add("newline_after_mark", f"{r}\n####\n{n}", str(n))
+        # A marked wrong answer, then the right one unmarked: strict must not credit it.
+        add("marked_wrong_then_unmarked", f"{r}\n#### {wrong}\nActually it is {n}", str(n))
     return items
 
 
@@ -194,40 +249,56 @@ def test_corpus_is_large_and_varied():
     corpus = _corpus()
     assert len(corpus) >= 300
     assert len({c["response"] for c in corpus}) >= 300
-    assert len({c["kind"] for c in corpus}) == 28
+    assert {c["kind"] for c in corpus} == set(SCORES)
 
 
+def test_our_scores_are_the_table():
+    """Our scorer against our own specification, response by response (no reference needed)."""
+    for item in _corpus():
+        for mode in ("strict", "flexible"):
+            got = compute_score("openai/gsm8k", item["response"], item["gt"], mode=mode)
+            assert got == expected(item["kind"], f"ours-{mode}"), (item["kind"], mode, item["response"])
+
+
+def test_deliberate_differences_are_exactly_where_the_table_differs():
+    differing = {(kind, ref) for kind in SCORES for ref in REFERENCES
+                 if expected(kind, f"ours-{_mode(ref)}") != expected(kind, ref)}
+    assert differing == set(DELIBERATE), (sorted(differing - set(DELIBERATE)), sorted(set(DELIBERATE) - differing))
+    for kind, ref in DELIBERATE:
+        # we only ever differ by crediting a right answer that the reference misses
+        assert (expected(kind, f"ours-{_mode(ref)}"), expected(kind, ref)) == (1.0, 0.0), (kind, ref)
+
+
+@pytest.mark.verl
+def test_references_are_the_table(scored):
+    corpus, _ours, refs = scored
+    for ref, values in refs.items():
+        for item, value in zip(corpus, values):
+            assert value == expected(item["kind"], ref), (ref, item["kind"], item["response"])
+
+
+@pytest.mark.verl
 def test_agreement_with_verl_and_lm_eval(scored):
     corpus, ours, refs = scored
     kinds = sorted({c["kind"] for c in corpus})
-    differing: set[tuple[str, str]] = set()
-    lines = [f"{'kind':<20} " + " ".join(f"{r:>14}" for r in refs)]
+    lines = [f"{'kind':<26} " + " ".join(f"{r:>14}" for r in refs)]
     for kind in kinds:
         idx = [i for i, c in enumerate(corpus) if c["kind"] == kind]
         cells = []
         for ref, values in refs.items():
-            ours_values = ours[_mode(ref)]
-            disagree = [i for i in idx if ours_values[i] != values[i]]
+            disagree = [i for i in idx if ours[_mode(ref)][i] != values[i]]
             cells.append(f"{len(idx) - len(disagree):>3}/{len(idx):<3}" + (" DIFF" if disagree else "     "))
-            if disagree:
-                differing.add((kind, ref))
-                # Where we differ, we credit the right answer and the reference does not.
-                for i in disagree:
-                    assert (ours_values[i], values[i]) == (1.0, 0.0), (kind, ref, corpus[i])
-        lines.append(f"{kind:<20} " + " ".join(f"{c:>14}" for c in cells))
+            assert bool(disagree) == ((kind, ref) in DELIBERATE), (kind, ref)
+        lines.append(f"{kind:<26} " + " ".join(f"{c:>14}" for c in cells))
     total = sum(len(corpus) for _ in refs)
     agree = sum(ours[_mode(ref)][i] == values[i] for ref, values in refs.items() for i in range(len(corpus)))
     print("\n".join(lines))
     print(f"agreement: {agree}/{total} scorings ({len(corpus)} responses x {len(refs)} references)")
-    for key in sorted(differing):
-        print(f"  deliberate: {key[0]} vs {key[1]}: {DELIBERATE.get(key, 'NOT LISTED')}")
-
-    unlisted = differing - set(DELIBERATE)
-    assert not unlisted, f"undocumented differences: {sorted(unlisted)}"
-    stale = set(DELIBERATE) - differing
-    assert not stale, f"listed differences that no longer occur: {sorted(stale)}"
+    for key in sorted(DELIBERATE):
+        print(f"  deliberate: {key[0]} vs {key[1]}: {DELIBERATE[key]}")
 
 
+@pytest.mark.verl
 def test_references_are_not_trivial(scored):
     # Guards the harness itself: each reference credits clean answers and rejects wrong ones.
     corpus, _ours, refs = scored
@@ -236,3 +307,26 @@ def test_references_are_not_trivial(scored):
     for ref, values in refs.items():
         assert all(values[i] == 1.0 for i in clean), ref
         assert all(values[i] == 0.0 for i in wrong), ref
+
+
+@pytest.mark.verl
+def test_strict_literal_cases_match_the_references(verl_python, tmp_path):
+    """test_rewards' literal strict cases with text between `####` and the number score 0 in
+    verl's and lm-eval's strict scorers too (so our 0 there is agreement, not a choice)."""
+    import subprocess
+
+    from test_rewards import TEXT_AFTER_MARK
+
+    cases = [{"kind": "literal", "response": r, "gt": str(t), "target": f"x\n#### {t}"}
+             for r, t in TEXT_AFTER_MARK]
+    assert len(cases) >= 9
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases))
+    proc = subprocess.run([str(verl_python("0.5.0")), "-c", VERL_CODE, str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verl = json.loads(proc.stdout.split("RESULT", 1)[1])["verl-strict"]
+    lm = _lm_eval_scores(cases)["lm-strict"]
+    for case, v, m in zip(cases, verl, lm):
+        assert (v, m) == (0.0, 0.0), case["response"]
+        assert compute_score("openai/gsm8k", case["response"], case["gt"], mode="strict") == 0.0
