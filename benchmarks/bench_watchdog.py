@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from rlrecipes.watchdog import Watchdog, WatchdogConfig  # noqa: E402
 from rlrecipes.watchdog.policy import Retention  # noqa: E402
+from rlrecipes.verl.checkpoints import tracker_path  # noqa: E402
 from rlrecipes.watchdog.simulate import save_checkpoint  # noqa: E402
 
 # world size 8: 24 shards + fsdp_config.json + 24 huggingface/ files + data.pt = 50 files per checkpoint
@@ -38,7 +39,7 @@ def build_root(root: Path, checkpoints: int) -> int:
     for step in range(1, checkpoints + 1):
         save_checkpoint(exp, step, world_size=WORLD_SIZE, shard_bytes=64, hf_files=HF_FILES)
     old = time.time() - 3600
-    os.utime(exp / "latest_checkpointed_iteration.txt", (old, old))
+    os.utime(tracker_path(exp), (old, old))
     return sum(1 for _ in exp.rglob("*") if _.is_file())
 
 

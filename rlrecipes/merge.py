@@ -1,7 +1,7 @@
 """`rlrecipes merge`: a verl FSDP checkpoint -> a Hugging Face model directory, LoRA fused, verified.
 
 1. verl's own merger (`python -m verl.model_merger merge --backend fsdp`) gathers the FSDP shards of
-   `global_step_N/actor`. It writes bf16 weights and, for a LoRA run, the adapter beside the base
+   a step directory's `actor/`. It writes bf16 weights and, for a LoRA run, the adapter beside the base
    weights without fusing it (verl #7285), with `lora_alpha: 0` in its adapter config.
 2. For a LoRA run the adapter is fused into the base with PEFT (`merge_and_unload`). The adapter weights
    come from verl's merger, i.e. from `model_world_size_*_rank_*.pt`: verl 0.5.0 with HF rollout writes
@@ -34,10 +34,9 @@ from pathlib import Path
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.ui import run_logged
+from rlrecipes.verl.checkpoints import (LORA_ADAPTER_DIR, MODEL_SHARD_GLOB, MODEL_SHARD_RE, STEP_DIR_PATTERN,
+                                        TRACKER_NAME, read_tracker, role_problem, step_dir, step_of)
 
-TRACKER = "latest_checkpointed_iteration.txt"
-_STEP_DIR = re.compile(r"^global_step_(\d+)$")
-_SHARD = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
 DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
 # Module path of a LoRA tensor in the adapter file verl's merger writes (PEFT's saved-key layout).
 _LORA_KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<ab>[AB])\.weight$")
@@ -52,19 +51,14 @@ class CheckpointRef:
     actor_dir: Path
 
 
-def _step_of(path: Path) -> int | None:
-    match = _STEP_DIR.match(path.name)
-    return int(match.group(1)) if match else None
-
-
 def actor_complete(actor_dir: Path) -> tuple[bool, str]:
     """Whether an actor checkpoint has every model shard its world size promises and fsdp_config.json."""
     if not actor_dir.is_dir():
         return False, "no actor/ directory"
-    shards = [_SHARD.match(p.name) for p in actor_dir.iterdir()]
+    shards = [MODEL_SHARD_RE.match(p.name) for p in actor_dir.iterdir()]
     shards = [m for m in shards if m]
     if not shards:
-        return False, "no model_world_size_*_rank_*.pt shards"
+        return False, f"no {MODEL_SHARD_GLOB} shards"
     sizes = {int(m.group(1)) for m in shards}
     if len(sizes) != 1:
         return False, f"shards of several world sizes {sorted(sizes)}"
@@ -77,8 +71,6 @@ def actor_complete(actor_dir: Path) -> tuple[bool, str]:
     if not (actor_dir / "huggingface" / "config.json").is_file():
         return False, "no huggingface/config.json"
     # A shard cut short (disk full mid-save) would reach verl's merger as a torch.load traceback.
-    from rlrecipes.verl.checkpoints import role_problem
-
     problem = role_problem(actor_dir)
     if problem:
         return False, problem
@@ -86,45 +78,45 @@ def actor_complete(actor_dir: Path) -> tuple[bool, str]:
 
 
 def locate_checkpoint(path: str | Path, step: str = "latest") -> CheckpointRef:
-    """The actor checkpoint to merge: RUN_DIR + step ('latest' = the tracker), a global_step_N dir, or its actor."""
+    """The actor checkpoint to merge: RUN_DIR + step ('latest' = the tracker), a step directory, or its actor."""
     path = Path(path).resolve()
     if not path.is_dir():
         raise RecipeError("checkpoint directory not found", where=str(path))
-    if _SHARD.match(next((p.name for p in path.glob("model_world_size_*_rank_*.pt")), "")):
+    if MODEL_SHARD_RE.match(next((p.name for p in path.glob(MODEL_SHARD_GLOB)), "")):
         actor = path
-        step_dir = path.parent
-    elif _step_of(path) is not None:
+        step_path = path.parent
+    elif step_of(path) is not None:
         actor = path / "actor"
-        step_dir = path
+        step_path = path
     else:
-        steps = sorted((n, p) for p in path.iterdir() if p.is_dir() and (n := _step_of(p)) is not None)
+        steps = sorted((n, p) for p in path.iterdir() if p.is_dir() and (n := step_of(p)) is not None)
         available = ", ".join(str(n) for n, _ in steps) or "none"
         if step == "latest":
-            tracker = path / TRACKER
-            text = tracker.read_text().strip() if tracker.is_file() else ""
-            if not text.isdigit():
+            tracker = read_tracker(path)
+            if tracker.step is None:
                 raise RecipeError(
-                    f"no usable {TRACKER} (verl writes it last; missing or empty means the run never "
-                    f"finished a save)", where=str(tracker),
+                    f"no usable {TRACKER_NAME} (verl writes it last; missing or empty means the run never "
+                    f"finished a save)", where=str(path / TRACKER_NAME),
                     hint=f"pass --step N; steps on disk: {available} (or repair: rlrecipes resume-check)")
-            chosen = int(text)
+            chosen = tracker.step
         else:
             if not str(step).isdigit():
                 raise RecipeError(f"--step must be a number or 'latest', got {step!r}", where="--step")
             chosen = int(step)
-        step_dir = path / f"global_step_{chosen}"
-        if not step_dir.is_dir():
-            raise RecipeError(f"step {chosen} not on disk", where=str(step_dir),
+        chosen_dir = step_dir(path, chosen)
+        if not chosen_dir.is_dir():
+            raise RecipeError(f"step {chosen} not on disk", where=str(chosen_dir),
                               hint=f"steps on disk: {available}")
-        actor = step_dir / "actor"
+        actor = chosen_dir / "actor"
+        step_path = chosen_dir
     ok, why = actor_complete(actor)
     if not ok:
         raise RecipeError(f"incomplete actor checkpoint: {why}", where=str(actor),
                           hint="pick another step with --step N")
-    number = _step_of(step_dir)
+    number = step_of(step_path)
     if number is None:
-        raise RecipeError("cannot tell the step: expected the actor under global_step_N/", where=str(actor))
-    return CheckpointRef(run_dir=step_dir.parent, step=number, actor_dir=actor)
+        raise RecipeError(f"cannot tell the step: expected the actor under {STEP_DIR_PATTERN}/", where=str(actor))
+    return CheckpointRef(run_dir=step_path.parent, step=number, actor_dir=actor)
 
 
 # -- LoRA settings ----------------------------------------------------------------------------------
@@ -161,7 +153,7 @@ def lora_alpha_for(actor_dir: Path, rank: int, cli_alpha: float | None, recipe_a
     if meta.is_file():
         data = json.loads(meta.read_text())
         candidates.append((str(meta), data.get("lora_alpha"), data.get("r")))
-    peft_cfg = actor_dir / "lora_adapter" / "adapter_config.json"  # verl 0.5 worker: asdict(peft_config)
+    peft_cfg = actor_dir / LORA_ADAPTER_DIR / "adapter_config.json"  # verl 0.5 worker: asdict(peft_config)
     if peft_cfg.is_file():
         data = json.loads(peft_cfg.read_text())
         candidates.append((str(peft_cfg), data.get("lora_alpha"), data.get("r")))
@@ -513,7 +505,7 @@ def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path
 
     The output is built beside --out and renamed over it, and the old --out is then removed. So --out
     must not be, contain or lie inside the checkpoint, its run directory or the base model (even with
-    --force: `merge RUN --out RUN --force` once deleted every global_step_* of the run), nor lie inside
+    --force: `merge RUN --out RUN --force` once deleted every step directory of the run), nor lie inside
     any other verl checkpoint directory; and --force replaces only an empty directory or one that an
     earlier `rlrecipes merge` wrote (it holds merge-info.json).
     """
@@ -529,7 +521,7 @@ def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path
                               where=str(out), hint="pick an output directory outside checkpoints and models, "
                                                    "e.g. /workspace/models/merged")
     for parent in [real, *real.parents]:
-        if _STEP_DIR.match(parent.name) or (parent / TRACKER).is_file():
+        if step_of(parent) is not None or (parent / TRACKER_NAME).is_file():
             raise RecipeError(f"--out lies inside the verl checkpoint directory {parent}", where=str(out),
                               hint="pick an output directory outside checkpoints, e.g. /workspace/models/merged")
     if not os.path.lexists(real):
@@ -552,7 +544,7 @@ def _base_for_lora(explicit: Path | None, actor_dir: Path, ctx: RecipeContext, m
             raise RecipeError("base model directory has no config.json", where=str(explicit))
         return explicit, "--base"
     candidates: list[tuple[Path, str]] = []
-    peft_cfg = actor_dir / "lora_adapter" / "adapter_config.json"
+    peft_cfg = actor_dir / LORA_ADAPTER_DIR / "adapter_config.json"
     if peft_cfg.is_file():
         name = json.loads(peft_cfg.read_text()).get("base_model_name_or_path")
         if name:
@@ -568,7 +560,7 @@ def _base_for_lora(explicit: Path | None, actor_dir: Path, ctx: RecipeContext, m
 # -- CLI --------------------------------------------------------------------------------------------
 
 def merge_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", help="the run's checkpoint directory (CKPT_DIR/<recipe>), a global_step_N "
+    parser.add_argument("run_dir", help=f"the run's checkpoint directory (CKPT_DIR/<recipe>), a {STEP_DIR_PATTERN} "
                                         "directory, or its actor/ directory")
     parser.add_argument("--step", default="latest", help="step to merge: N or 'latest' (the tracker; default)")
     parser.add_argument("--out", required=True, help="output directory for the Hugging Face model")

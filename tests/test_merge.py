@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.merge import TRACKER, actor_complete, locate_checkpoint, lora_alpha_for
+from rlrecipes.merge import actor_complete, locate_checkpoint, lora_alpha_for
+from rlrecipes.verl.checkpoints import TRACKER_NAME as TRACKER
 from rlrecipes.watchdog.simulate import write_pt
 
 TESTS = Path(__file__).resolve().parent

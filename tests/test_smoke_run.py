@@ -13,6 +13,7 @@ import pytest
 
 from rlrecipes.smoke import run as sr
 from rlrecipes.smoke.reward import compute_score, digit_share
+from rlrecipes.verl.checkpoints import tracker_path
 
 # Shapes copied from a verl 0.5.0 run on an H200 (Ray prefix with colour codes, numpy-2 scalars).
 STEP2 = ("\x1b[36m(TaskRunner pid=9557)\x1b[0m step:2 - global_seqlen/min:1490 - actor/kl_loss:np.float64(0.0279)"
@@ -64,10 +65,10 @@ def test_check_metrics_needs_reward_and_each_loss_finite():
 def test_first_launch_and_resume_checks(tmp_path):
     ckpt = tmp_path / "ckpt"
     (ckpt / "global_step_2" / "actor").mkdir(parents=True)
-    (ckpt / sr.TRACKER).write_text("2")
+    tracker_path(ckpt).write_text("2")
     first = sr.check_first_launch("r", ckpt, killed=True, steps={1: {}, 2: {}})
     assert [c.ok for c in first] == [True, True]
-    (ckpt / sr.TRACKER).write_text("")  # verl restarts from 0 on an empty tracker
+    tracker_path(ckpt).write_text("")  # verl restarts from 0 on an empty tracker
     assert [c.ok for c in sr.check_first_launch("r", ckpt, killed=True, steps={1: {}, 2: {}})] == [True, False]
     assert not sr.check_first_launch("r", ckpt, killed=False, steps={1: {}, 2: {}})[0].ok
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.paths import PACKAGE_DIR, repo_root
+from rlrecipes.verl.checkpoints import read_tracker, step_dir
 
 SMOKE_RECIPES = ("smoke-ppo", "smoke-grpo-lora")
 KILL_AFTER_STEP = 2
@@ -46,7 +47,6 @@ _WRAPPED_NUMBER = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
 _RESUMED = re.compile(r"[Ss]etting global step to (\d+)")
 _LOADED = re.compile(r"Load from checkpoint folder: (\S+)")
 REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
-TRACKER = "latest_checkpointed_iteration.txt"
 
 
 # ------------------------------------------------------------------------------- log parsing (pure)
@@ -117,15 +117,15 @@ def check_metrics(recipe: str, steps: dict[int, dict[str, float]], losses: tuple
 
 
 def check_first_launch(recipe: str, ckpt_dir: Path, killed: bool, steps: dict[int, dict[str, float]]) -> list[Check]:
-    step_dir = ckpt_dir / f"global_step_{KILL_AFTER_STEP}"
-    tracker = ckpt_dir / TRACKER
-    tracker_text = tracker.read_text().strip() if tracker.is_file() else None
+    saved = step_dir(ckpt_dir, KILL_AFTER_STEP)
+    tracker = read_tracker(ckpt_dir)
+    tracker_text = None if tracker.status == "missing" else tracker.raw.strip()
     return [
         Check(recipe, "killed after step 3 began", killed and max(steps, default=0) == KILL_AFTER_STEP,
               f"killed={killed}, last logged step {max(steps, default=None)}"),
-        Check(recipe, f"global_step_{KILL_AFTER_STEP} and tracker exist",
-              (step_dir / "actor").is_dir() and tracker_text == str(KILL_AFTER_STEP),
-              f"{step_dir.name}/actor {'present' if (step_dir / 'actor').is_dir() else 'MISSING'}, "
+        Check(recipe, f"{saved.name} and tracker exist",
+              (saved / "actor").is_dir() and tracker_text == str(KILL_AFTER_STEP),
+              f"{saved.name}/actor {'present' if (saved / 'actor').is_dir() else 'MISSING'}, "
               f"tracker={tracker_text!r}"),
     ]
 
@@ -235,13 +235,7 @@ def merge_and_compare(ckpt_dir: Path, base_dir: Path, out_dir: Path, python: str
     """Merge the last checkpoint with `rlrecipes merge` (a subprocess, in the training interpreter)
     and check that the result loads as a causal LM whose weights differ from the base model."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    if importlib.util.find_spec("rlrecipes.merge") is not None:
-        cmd = [python, "-m", "rlrecipes", "merge", str(ckpt_dir), "--out", str(out_dir)]
-    else:
-        # Without the merge stage, verl's own merger (which does not fuse LoRA, verl #7285).
-        step = (ckpt_dir / TRACKER).read_text().strip() if (ckpt_dir / TRACKER).is_file() else "?"
-        cmd = [python, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
-               "--local_dir", str(ckpt_dir / f"global_step_{step}" / "actor"), "--target_dir", str(out_dir)]
+    cmd = [python, "-m", "rlrecipes", "merge", str(ckpt_dir), "--out", str(out_dir)]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]

@@ -39,12 +39,41 @@ from pathlib import Path
 
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 STEP_DIR_RE = re.compile(r"^global_step_(\d+)$")
+STEP_DIR_PATTERN = "global_step_N"  # how messages and help texts name a step directory
 SHARD_RE = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
+MODEL_SHARD_RE = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
+MODEL_SHARD_GLOB = "model_world_size_*_rank_*.pt"
 ROLE_DIRS = ("actor", "critic")
+# verl 0.5.0's worker saves the PEFT adapter (and its config) here inside actor/ for a LoRA run
+LORA_ADAPTER_DIR = "lora_adapter"
 WATCHDOG_DIR = ".watchdog"
 # Experiments are found below the root down to this depth (verl's default_local_dir is
 # checkpoints/<project>/<experiment>, our recipes use CKPT_DIR/<recipe name>).
 MAX_DISCOVERY_DEPTH = 4
+
+
+def step_dir_name(step: int) -> str:
+    return f"global_step_{step}"
+
+
+def step_dir(experiment: Path, step: int) -> Path:
+    """Where verl saves step `step` under `trainer.default_local_dir`."""
+    return Path(experiment) / step_dir_name(step)
+
+
+def step_of(path: Path | str) -> int | None:
+    """The step a step directory holds (by its name), None for anything else."""
+    match = STEP_DIR_RE.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def tracker_path(experiment: Path) -> Path:
+    return Path(experiment) / TRACKER_NAME
+
+
+def tracker_step(experiment: Path) -> int | None:
+    """The step the tracker names when it is readable as verl reads it, else None."""
+    return read_tracker(Path(experiment)).step
 
 
 @dataclass(frozen=True)

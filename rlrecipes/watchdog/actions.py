@@ -84,7 +84,7 @@ def empty_trash(root: Path, experiments: list[Path] = ()) -> int:
 
 
 def write_tracker(experiment: Path, step: int) -> None:
-    """Rewrite latest_checkpointed_iteration.txt atomically (temp file, fsync, rename), and note that the
+    """Rewrite verl's tracker file (TRACKER_NAME) atomically (temp file, fsync, rename), and note that the
     watchdog wrote it: while the file stays as written, verl has written no tracker since (async_save),
     and the watchdog keeps advancing it instead of taking newer saves for interrupted ones."""
     path = experiment / TRACKER_NAME

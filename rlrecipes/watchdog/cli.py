@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
 from rlrecipes.watchdog.actions import HOG_KINDS
-from rlrecipes.verl.checkpoints import WATCHDOG_DIR
+from rlrecipes.verl.checkpoints import WATCHDOG_DIR, step_dir
 from rlrecipes.fsutil import human_bytes
 from rlrecipes.watchdog.policy import Retention, parse_size
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
@@ -245,7 +245,7 @@ def _summary(status: dict) -> dict:
                                     "kept": [s["step"] for s in e["steps"] if not s["deleted"]]}
                         for e in status["experiments"]},
         "deleted": status["deleted"],
-        "planned_deletions": [{"path": str(Path(e["path"]) / f"global_step_{s['step']}"), "step": s["step"],
+        "planned_deletions": [{"path": str(step_dir(Path(e["path"]), s["step"])), "step": s["step"],
                                "reason": s["planned_deletion"]}
                               for e in status["experiments"] for s in e["steps"]
                               if s["planned_deletion"] and not s["deleted"]] if status["dry_run"] else [],

@@ -17,7 +17,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from rlrecipes.verl.checkpoints import TRACKER_NAME
+from rlrecipes.verl.checkpoints import TRACKER_NAME, step_dir
 
 CHUNK = 1 << 20
 
@@ -52,15 +52,15 @@ def write_role(role_dir: Path, world_size: int, shard_bytes: int, pause_s: float
 def save_checkpoint(experiment: Path, step: int, world_size: int = 2, shard_bytes: int = 4096,
                     critic: bool = False, tracker: bool = True, pause_s: float = 0.0, hf_files: int = 3) -> Path:
     """One verl save of step `step` under `experiment` (trainer.default_local_dir)."""
-    step_dir = Path(experiment) / f"global_step_{step}"
-    write_role(step_dir / "actor", world_size, shard_bytes, pause_s, hf_files)
+    saved = step_dir(Path(experiment), step)
+    write_role(saved / "actor", world_size, shard_bytes, pause_s, hf_files)
     if critic:
-        write_role(step_dir / "critic", world_size, shard_bytes, pause_s, hf_files)
-    write_pt(step_dir / "data.pt", 1024)
+        write_role(saved / "critic", world_size, shard_bytes, pause_s, hf_files)
+    write_pt(saved / "data.pt", 1024)
     if tracker:
         with open(Path(experiment) / TRACKER_NAME, "w") as f:
             f.write(str(step))
-    return step_dir
+    return saved
 
 
 def checkpoint_bytes(world_size: int, shard_bytes: int, critic: bool = False) -> int:

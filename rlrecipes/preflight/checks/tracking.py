@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 from rlrecipes.recipe import ResolvedRun
+from rlrecipes.verl.checkpoints import STEP_DIR_PATTERN, tracker_path
 
 def wandb_selected(run: ResolvedRun) -> bool:
     loggers = run.get("trainer.logger", [])
@@ -51,7 +52,7 @@ def check_tracker(ctx: Context) -> Check:
         path = run.get("trainer.resume_from_path")
         if not path or not Path(str(path)).is_dir():
             return Check("tracker", FAIL, f"trainer.resume_mode=resume_path but trainer.resume_from_path={path!r} is "
-                         "not a directory", "point it at a global_step_N directory")
+                         "not a directory", f"point it at a {STEP_DIR_PATTERN} directory")
         return Check("tracker", PASS, f"resumes from {path}")
     findings = resume_check(root, repair=False, grace_s=0.0)
     errors = [f for f in findings if f.severity == "error"]
@@ -59,7 +60,7 @@ def check_tracker(ctx: Context) -> Check:
     fix = f"rlrecipes resume-check --root {root}"
     if errors:
         return Check("tracker", FAIL, "; ".join(f.message for f in errors),
-                     f"restore the checkpoint, or remove {root}/latest_checkpointed_iteration.txt to start over "
+                     f"restore the checkpoint, or remove {tracker_path(root)} to start over "
                      "knowingly")
     if warns:
         return Check("tracker", FAIL, "; ".join(f.message for f in warns),
