@@ -17,8 +17,12 @@ mkdir -p "${RUN_LOG_DIR}"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 # verl's file logger truncates its file on open: one file per launch.
 export VERL_FILE_LOGGER_PATH="${RUN_LOG_DIR}/metrics-${STAMP}.jsonl"
+exec > >(tee "${RUN_LOG_DIR}/console-${STAMP}.log") 2>&1
 
-python3 -m verl.trainer.main_ppo \
+# exec: this shell becomes the stop guard, so SIGTERM (docker stop, a RunPod stop, Slurm) reaches it, and
+# through it verl once a checkpoint save in flight is whole (rlrecipes/verl/stopguard.py).
+exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${CKPT_DIR}/qwen2.5-3b-gsm8k-grpo-lora" -- \
+    python3 -m verl.trainer.main_ppo \
     "actor_rollout_ref.model.path='${MODELS_DIR}/Qwen2.5-3B-Instruct'" \
     "data.train_files='${DATA_DIR}/gsm8k/train.parquet'" \
     "data.val_files='${DATA_DIR}/gsm8k/test.parquet'" \
@@ -67,4 +71,4 @@ python3 -m verl.trainer.main_ppo \
     trainer.test_freq=5 \
     trainer.val_before_train=true \
     trainer.critic_warmup=0 \
-    "$@" 2>&1 | tee "${RUN_LOG_DIR}/console-${STAMP}.log"
+    "$@"

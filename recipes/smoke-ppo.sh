@@ -16,8 +16,12 @@ mkdir -p "${RUN_LOG_DIR}"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 # verl's file logger truncates its file on open: one file per launch.
 export VERL_FILE_LOGGER_PATH="${RUN_LOG_DIR}/metrics-${STAMP}.jsonl"
+exec > >(tee "${RUN_LOG_DIR}/console-${STAMP}.log") 2>&1
 
-python3 -m verl.trainer.main_ppo \
+# exec: this shell becomes the stop guard, so SIGTERM (docker stop, a RunPod stop, Slurm) reaches it, and
+# through it verl once a checkpoint save in flight is whole (rlrecipes/verl/stopguard.py).
+exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${CKPT_DIR}/smoke-ppo" -- \
+    python3 -m verl.trainer.main_ppo \
     "actor_rollout_ref.model.path='${MODELS_DIR}/smoke-tiny'" \
     "data.train_files='${DATA_DIR}/smoke-gsm8k/train.parquet'" \
     "data.val_files='${DATA_DIR}/smoke-gsm8k/test.parquet'" \
@@ -71,4 +75,4 @@ python3 -m verl.trainer.main_ppo \
     trainer.resume_mode=auto \
     trainer.test_freq=-1 \
     trainer.val_before_train=false \
-    "$@" 2>&1 | tee "${RUN_LOG_DIR}/console-${STAMP}.log"
+    "$@"

@@ -57,12 +57,16 @@ def launcher_text(run: ResolvedRun) -> str:
         'STAMP="$(date -u +%Y%m%dT%H%M%SZ)"',
         "# verl's file logger truncates its file on open: one file per launch.",
         'export VERL_FILE_LOGGER_PATH="${RUN_LOG_DIR}/metrics-${STAMP}.jsonl"',
+        'exec > >(tee "${RUN_LOG_DIR}/console-${STAMP}.log") 2>&1',
         "",
-        "python3 -m verl.trainer.main_ppo \\",
+        "# exec: this shell becomes the stop guard, so SIGTERM (docker stop, a RunPod stop, Slurm) reaches it, and",
+        "# through it verl once a checkpoint save in flight is whole (rlrecipes/verl/stopguard.py).",
+        f'exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${{CKPT_DIR}}/{run.name}" -- \\',
+        "    python3 -m verl.trainer.main_ppo \\",
     ]
     for item in run.launcher_overrides():
         lines.append(f"    {ov.shell_word(item)} \\")
-    lines.append('    "$@" 2>&1 | tee "${RUN_LOG_DIR}/console-${STAMP}.log"')
+    lines.append('    "$@"')
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,10 @@ from rlrecipes.recipe import resolve
 print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).image.tag)' "$RECIPE" "$PROFILE")}
 
 # The same named volumes as compose.yaml (project name "rlrecipes"), so make and compose share state.
-args=(--rm --shm-size "${SHM_SIZE:-16g}"
+# --stop-timeout: `docker stop` waits this long before SIGKILL (default 10 s), so the launcher's stop guard can
+# let a checkpoint save in flight finish (rlrecipes/verl/stopguard.py waits up to 100 s), as compose.yaml's
+# stop_grace_period does.
+args=(--rm --shm-size "${SHM_SIZE:-16g}" --stop-timeout "${STOP_TIMEOUT:-120}"
       --ulimit memlock=-1 --ulimit stack=67108864
       -e RECIPE="$RECIPE" -e PROFILE="$PROFILE"
       -v rlrecipes_data:/workspace/data -v rlrecipes_models:/workspace/models

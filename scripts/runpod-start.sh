@@ -79,6 +79,8 @@ drop_unresolved_secrets() {
     done
 }
 
+STOPPING=0
+TRAIN_PID=
 forced() { case " $FORCE_STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # dataset name, dataset dir, template, model dir, total training steps -- from the recipe engine.
@@ -130,7 +132,23 @@ train() {
     fi
     local script
     script=$(launcher) || return
-    bash "$script" || return
+    # In the background with the signal passed on: a stopped pod's SIGTERM must reach the launcher's stop guard
+    # (which lets a checkpoint save finish), not just end this shell while verl is killed mid-save.
+    bash "$script" &
+    TRAIN_PID=$!
+    trap 'STOPPING=1; kill -TERM "$TRAIN_PID" 2>/dev/null' TERM INT
+    local code=0
+    while :; do
+        code=0
+        wait "$TRAIN_PID" || code=$?
+        kill -0 "$TRAIN_PID" 2>/dev/null || break
+    done
+    trap - TERM INT
+    if [ "$STOPPING" = 1 ]; then
+        log "stopped (signal) with exit code $code; the next start resumes from the last whole checkpoint"
+        exit "$code"
+    fi
+    [ "$code" -eq 0 ] || return "$code"
     # verl exits 0 only after its last step; remember that, so a restarted pod does not train again.
     mkdir -p "$LOG_DIR/$RECIPE" || return
     printf 'finished %s (tracker: %s)\n' "$(date -u +%FT%TZ)" \

@@ -320,8 +320,10 @@ def test_launcher_expands_to_the_validated_overrides(tmp_path):
                    env=env, check=True)
     argv = (tmp_path / "argv").read_text().splitlines()
     run = resolve("qwen2.5-3b-gsm8k-grpo-lora", env={**env, "WANDB_API_KEY": ""})
-    assert argv[:2] == ["-m", "verl.trainer.main_ppo"]
-    parsed = ov.parse_cli(argv[2:])
+    # The launcher execs the stop guard (graceful stop), which runs verl with the overrides.
+    assert argv[:8] == ["-m", "rlrecipes.verl.stopguard", "--ckpt-dir", "/c/qwen2.5-3b-gsm8k-grpo-lora", "--",
+                        "python3", "-m", "verl.trainer.main_ppo"]
+    parsed = ov.parse_cli(argv[8:])
     expected = ov.parse_cli(run.hydra_overrides())
     assert parsed == {**expected, "trainer.total_epochs": 15}
     assert list((tmp_path / "logs" / "qwen2.5-3b-gsm8k-grpo-lora").glob("console-*.log"))

@@ -1,0 +1,136 @@
+"""Graceful stop for a verl run: SIGTERM waits for a checkpoint save in flight, then reaches verl.
+
+    python3 -m rlrecipes.verl.stopguard --ckpt-dir DIR [--wait S] -- python3 -m verl.trainer.main_ppo ...
+
+The generated launchers `exec` this (recipes/*.sh), so it is the process `docker stop`, a RunPod stop or Slurm
+signal (through tini, PID 1 of the images). It starts verl as its child and, on SIGTERM or SIGINT:
+
+- no save in flight: forwards the signal to verl at once;
+- a save in flight (a `global_step_N` above the tracker, written to within the last --quiet seconds): waits
+  until verl's tracker names that step (verl writes it last, so the save is whole) or --wait seconds pass,
+  then forwards the signal.
+
+verl itself has no SIGTERM handler: its driver dies, and Ray takes the FSDP workers with it, so a save cut
+there stays half-written -- but never named by the tracker. The guard only buys the save its time; the
+container's stop timeout must be longer than --wait (compose.yaml: stop_grace_period 2m; scripts/in-image.sh:
+docker run --stop-timeout). Exit status: verl's, or 128 + the signal that ended it.
+
+Stdlib only: it runs in every image, before and without anything else of rlrecipes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rlrecipes.verl.checkpoints import STEP_DIR_RE, read_tracker
+
+DEFAULT_WAIT_S = 100.0  # compose.yaml gives 120 s (stop_grace_period: 2m); leave verl time to exit
+DEFAULT_QUIET_S = 30.0  # a step dir untouched for this long is not being written (an old interrupted save)
+
+
+def newest_mtime(path: Path) -> float:
+    newest = 0.0
+    for base, dirs, files in os.walk(path):
+        for name in (base, *(os.path.join(base, f) for f in files)):
+            try:
+                newest = max(newest, os.lstat(name).st_mtime)
+            except OSError:
+                continue
+    return newest
+
+
+def save_in_flight(ckpt_dir: Path, now: float, quiet_s: float = DEFAULT_QUIET_S) -> int | None:
+    """The step verl is saving now: the newest step dir above the tracker written to within `quiet_s`."""
+    tracker = read_tracker(ckpt_dir)
+    floor = tracker.step if tracker.status == "ok" else -1
+    try:
+        entries = list(os.scandir(ckpt_dir))
+    except OSError:
+        return None
+    steps = sorted((int(m.group(1)), Path(e.path)) for e in entries
+                   if e.is_dir(follow_symlinks=False) and (m := STEP_DIR_RE.match(e.name)))
+    for step, path in reversed(steps):
+        if step <= floor:
+            return None
+        if now - newest_mtime(path) < quiet_s:
+            return step
+    return None
+
+
+def saved(ckpt_dir: Path, step: int) -> bool:
+    tracker = read_tracker(ckpt_dir)
+    return tracker.status == "ok" and tracker.step is not None and tracker.step >= step
+
+
+def log(message: str) -> None:
+    print(f"[stopguard] {message}", file=sys.stderr, flush=True)
+
+
+def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_s: float = 0.5) -> int:
+    child = subprocess.Popen(command)
+    pending: list[int] = []
+
+    def on_signal(signum, _frame):
+        pending.append(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    forwarded = 0  # signals passed on to verl
+    deadline = None
+    step = None
+    while True:
+        try:
+            code = child.wait(timeout=poll_s)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if pending and not forwarded:
+            if deadline is None:
+                deadline = time.monotonic() + wait_s
+                step = save_in_flight(ckpt_dir, time.time(), quiet_s)
+                name = signal.Signals(pending[0]).name
+                if step is None:
+                    log(f"{name}: no checkpoint save in flight under {ckpt_dir}; stopping verl")
+                else:
+                    log(f"{name}: checkpoint global_step_{step} is being saved; letting it finish "
+                        f"(at most {wait_s:.0f} s)")
+            if step is None or saved(ckpt_dir, step) or time.monotonic() >= deadline:
+                if step is not None:
+                    log(f"global_step_{step} saved" if saved(ckpt_dir, step)
+                        else f"global_step_{step} not finished after {wait_s:.0f} s; stopping verl anyway "
+                             "(the tracker still names the last whole checkpoint)")
+                child.send_signal(pending[0])
+                forwarded = 1
+        elif forwarded and len(pending) > forwarded:
+            # A second signal (a second Ctrl-C, `docker kill -s TERM`) goes straight through.
+            child.send_signal(pending[forwarded])
+            forwarded += 1
+    return code if code >= 0 else 128 - code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m rlrecipes.verl.stopguard", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ckpt-dir", type=Path, required=True, help="trainer.default_local_dir of the run")
+    parser.add_argument("--wait", type=float, default=float(os.environ.get("RLRECIPES_STOP_WAIT", DEFAULT_WAIT_S)),
+                        metavar="S", help=f"longest wait for a save in flight (default {DEFAULT_WAIT_S:.0f}, "
+                                          "env RLRECIPES_STOP_WAIT)")
+    parser.add_argument("--quiet", type=float, default=DEFAULT_QUIET_S, metavar="S",
+                        help=f"a step dir untouched this long is not being saved (default {DEFAULT_QUIET_S:.0f})")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the verl command")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command after --")
+    if not (args.wait >= 0 and args.quiet > 0):
+        parser.error("--wait must be >= 0 and --quiet > 0 (seconds)")
+    return run(command, args.ckpt_dir, args.wait, args.quiet)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
