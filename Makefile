@@ -42,7 +42,7 @@ STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 .DEFAULT_GOAL := help
 
 .PHONY: help host env envs test lint lock bench \
-	build-a100 build-p40 build-watchdog \
+	build-a100 build-p40 build-runpod build-watchdog \
 	plan validate launchers data model preflight train resume merge eval report monitor smoke \
 	ray-head ray-worker runpod-template
 
@@ -84,6 +84,10 @@ build-a100: ## build the A100/H100 image (verl 0.8.0, vLLM, CUDA 12.8); needs a 
 build-p40: ## build the P40 image (verl 0.5.0 patched, HF rollout, CUDA 11.8); needs a GPU host
 	scripts/require-gpu.sh build-p40 p40
 	$(HOST_ENV) scripts/build-image.sh p40
+
+build-runpod: ## build the A100 image on RunPod's PyTorch base (its /start.sh: SSH, Jupyter) for deploy/runpod
+	scripts/require-gpu.sh build-runpod a100
+	$(HOST_ENV) scripts/build-image.sh a100 --runpod
 
 build-watchdog: ## build the checkpoint watchdog sidecar image (any host)
 	scripts/build-image.sh watchdog

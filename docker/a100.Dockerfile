@@ -3,9 +3,13 @@
 # Every version below is an ARG with a pinned default; rlrecipes/images.py holds the same numbers and
 # tests/test_images.py checks they agree. Python packages come from docker/a100.lock (hashes, no resolver).
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 PYTHON_SOURCE=base (docs/images.md).
-ARG CUDA_VERSION=12.8.1
-ARG UBUNTU_VERSION=22.04
-FROM nvidia/cuda:${CUDA_VERSION}-cudnn-devel-ubuntu${UBUNTU_VERSION}
+# RunPod variant (`make build-runpod`): BASE_IMAGE=runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404 PYTHON_SOURCE=base
+# -- RunPod's own /start.sh (SSH from PUBLIC_KEY, Jupyter with JUPYTER_PASSWORD) is then in the image, and the
+# entry point starts it on a pod. Its Ubuntu 24.04 python3 is 3.12; its own torch stays outside our venv.
+ARG BASE_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04
+FROM ${BASE_IMAGE}
+
+ARG BASE_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04
 
 ARG CUDA_VERSION=12.8.1
 ARG PYTHON_VERSION=3.12
@@ -22,6 +26,7 @@ ARG SKIP_GPU_WHEELS=0
 LABEL org.opencontainers.image.title="rlrecipes-a100" \
       org.opencontainers.image.description="verl ${VERL_VERSION} GRPO/PPO recipes: vLLM ${VLLM_VERSION}, FlashAttention ${FLASH_ATTN_VERSION}, torch ${TORCH_VERSION}, CUDA ${CUDA_VERSION}, Python ${PYTHON_VERSION}" \
       io.rlrecipes.image="a100" \
+      io.rlrecipes.base="${BASE_IMAGE}" \
       io.rlrecipes.cuda="${CUDA_VERSION}" \
       io.rlrecipes.torch="${TORCH_VERSION}" \
       io.rlrecipes.python="${PYTHON_VERSION}" \
@@ -47,6 +52,8 @@ RUN apt-get update \
          && add-apt-repository -y ppa:deadsnakes/ppa \
          && apt-get update \
          && apt-get install -y --no-install-recommends "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv" "python${PYTHON_VERSION}-dev"; \
+       else \
+         apt-get install -y --no-install-recommends python3-venv; \
        fi \
     && rm -rf /var/lib/apt/lists/*
 

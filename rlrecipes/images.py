@@ -54,6 +54,11 @@ class Image:
         return f"rlrecipes/{self.name}:verl{self.verl}-{cu}-torch{self.torch}-py{self.python}"
 
 
+# RunPod's PyTorch base (torch 2.8.0 cu128, Python 3.12, Ubuntu 24.04): its /start.sh starts sshd from PUBLIC_KEY
+# and Jupyter with JUPYTER_PASSWORD. `make build-runpod` builds the A100 image on it, tagged <a100 tag>-runpod.
+RUNPOD_BASE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
+RUNPOD_SUFFIX = "-runpod"
+
 IMAGES: dict[str, Image] = {
     "a100": Image(
         name="a100",

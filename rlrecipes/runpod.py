@@ -131,7 +131,7 @@ def validate_template(data: dict[str, Any], where: str = "template.json", image:
 
 
 def _check_image(image: str, where: str, warnings: list[str]) -> None:
-    from rlrecipes.images import IMAGES
+    from rlrecipes.images import IMAGES, RUNPOD_BASE, RUNPOD_SUFFIX
 
     if not image.strip():
         _fail("is empty", where, "set it to the A100 image you pushed, or pass --image REGISTRY/REPO:TAG")
@@ -141,11 +141,15 @@ def _check_image(image: str, where: str, warnings: list[str]) -> None:
               "then pass --image REGISTRY/REPO:TAG (or RUNPOD_IMAGE=...) or edit the file")
     if any(c.isspace() for c in image):
         _fail(f"{image!r} contains whitespace", where)
-    expected = IMAGES["a100"].tag.rsplit(":", 1)[1]
+    expected = IMAGES["a100"].tag.rsplit(":", 1)[1] + RUNPOD_SUFFIX
     tag = image.rsplit("/", 1)[-1].partition(":")[2]
+    if tag == expected.removesuffix(RUNPOD_SUFFIX):
+        _fail(f"{image!r} is the plain A100 image: it has no /start.sh, so the pod would serve neither SSH (22) "
+              "nor Jupyter (8888)", where, f"build the RunPod variant on {RUNPOD_BASE} with `make build-runpod` "
+              f"and push that (tag ...:{expected})")
     if tag != expected:
-        warnings.append(f"imageName tag {tag or '(none)'!r} is not the A100 image's {expected!r}: make sure "
-                        f"the image holds verl {IMAGES['a100'].verl} and this checkout's scripts")
+        warnings.append(f"imageName tag {tag or '(none)'!r} is not the A100 RunPod image's {expected!r}: make sure "
+                        f"the image holds verl {IMAGES['a100'].verl}, this checkout's scripts and RunPod's /start.sh")
 
 
 def _check_ports(ports: str, where: str) -> None:
@@ -182,6 +186,10 @@ def _check_env(items: list, where: str) -> dict[str, str]:
     for key in REQUIRED_ENV:
         if key not in env:
             _fail(f"missing {key}", where, f"the image reads {', '.join(REQUIRED_ENV)}")
+    if not env.get("JUPYTER_PASSWORD"):
+        # RunPod's /start.sh starts Jupyter only with a password: 8888/http would be a port nothing serves.
+        _fail("JUPYTER_PASSWORD is missing or empty, so nothing would serve 8888/http", where,
+              "add {\"key\": \"JUPYTER_PASSWORD\", \"value\": \"{{ RUNPOD_SECRET_JUPYTER_PASSWORD }}\"}")
     for key in SECRET_ENV:
         if env[key] and not SECRET_REF.match(env[key]):
             _fail(f"{key} holds a literal value; a template is shared and shown in the console", f"{where}: {key}",

@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # Build one image from docker/<name>.Dockerfile, tagged as rlrecipes/images.py says.
-#   build-image.sh a100|p40|watchdog [--standin] [extra docker build args...]
+#   build-image.sh a100|p40|watchdog [--standin] [--runpod] [extra docker build args...]
 # --standin: CI mode against the stand-in base images (scripts/ci/standin-bases.sh): no GPU wheels, the
 # base's own Python; tagged rlrecipes/<name>:standin so it can never be mistaken for the real image.
+# --runpod (a100 only): on RunPod's PyTorch base (rlrecipes/images.py RUNPOD_BASE), whose /start.sh gives SSH
+# and Jupyter on a pod; tagged <tag>-runpod.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 name=${1:?usage: build-image.sh a100|p40|watchdog [--standin] [docker build args...]}
 shift
 standin=0
-if [ "${1:-}" = --standin ]; then standin=1; shift; fi
+runpod=0
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        --standin) standin=1; shift ;;
+        --runpod) runpod=1; shift ;;
+        *) break ;;
+    esac
+done
+if [ "$runpod" = 1 ] && [ "$name" != a100 ]; then echo "error: --runpod is for the a100 image" >&2; exit 2; fi
 
 dockerfile="$repo/docker/$name.Dockerfile"
 [ -f "$dockerfile" ] || { echo "error: no $dockerfile (images: a100, p40, watchdog)" >&2; exit 2; }
@@ -21,8 +31,13 @@ case "$name" in
 esac
 
 args=()
+if [ "$runpod" = 1 ]; then
+    base=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'from rlrecipes.images import RUNPOD_BASE; print(RUNPOD_BASE)')
+    tag="$tag-runpod"
+    args+=(--build-arg "BASE_IMAGE=$base" --build-arg PYTHON_SOURCE=base)
+fi
 if [ "$standin" = 1 ]; then
-    tag="rlrecipes/$name:standin"
+    tag="rlrecipes/$name:standin$([ "$runpod" = 1 ] && echo -runpod)"
     args+=(--build-arg SKIP_GPU_WHEELS=1 --build-arg PYTHON_SOURCE=base)
 fi
 

@@ -176,3 +176,10 @@ def test_test_environments_pin_the_cpu_build_of_torch():
                 assert re.match(r"torch==\S+\+cpu\b", line), f"{req.name}: {line}"
     mkvenv = (REPO / "scripts" / "mkvenv.sh").read_text()
     assert "https://download.pytorch.org/whl/cpu" in mkvenv
+
+
+def test_env_example_lets_a_wandb_key_log_online():
+    """Old .env.example set WANDB_MODE=offline: a key added there was never used online."""
+    active = dict(line.split("=", 1) for line in (REPO / ".env.example").read_text().splitlines()
+                  if line and not line.startswith("#"))
+    assert "WANDB_API_KEY" in active and "WANDB_MODE" not in active

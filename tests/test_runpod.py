@@ -26,7 +26,7 @@ from rlrecipes.runpod import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-IMAGE = "docker.io/someone/rlrecipes-a100:verl0.8.0-cu128-torch2.8.0-py3.12"
+IMAGE = "docker.io/someone/rlrecipes-a100:verl0.8.0-cu128-torch2.8.0-py3.12-runpod"
 
 
 @pytest.fixture
@@ -98,6 +98,8 @@ def _drop(key):
     (lambda t: _env(t, "AUTO_TRAIN", None), "env", "missing AUTO_TRAIN"),
     (lambda t: _env(t, "AUTO_TRAIN", "yes"), "AUTO_TRAIN", "must be \"0\" or \"1\""),
     (lambda t: _env(t, "WANDB_API_KEY", "0123456789abcdef"), "WANDB_API_KEY", "literal value"),
+    # 8888/http exposed with nothing serving it: RunPod's /start.sh starts Jupyter only with a password.
+    (lambda t: _env(t, "JUPYTER_PASSWORD", None), "env", "nothing would serve 8888/http"),
     (lambda t: _env(t, "HF_TOKEN", "hf_abc"), "HF_TOKEN", "literal value"),
     (lambda t: _env(t, "RECIPE", "qwen2.5-3b-gsm8k-grpo"), "env.RECIPE", "not a shipped recipe"),
     (lambda t: _env(t, "RECIPE", "qwen2.5-0.5b-gsm8k-ppo"), "env.RECIPE", "runs on the p40 image"),
@@ -114,6 +116,8 @@ def test_template_errors_name_the_field(shipped, edit, where, message):
 
 @pytest.mark.parametrize(("image", "error"), [
     ("", "is empty"),
+    # The plain A100 image has no /start.sh: no SSH, no Jupyter on the pod (the old template shipped it).
+    ("docker.io/me/a100:verl0.8.0-cu128-torch2.8.0-py3.12", "no /start.sh"),
     ("<registry>/rlrecipes/a100:tag", "placeholder"),
     ("docker.io/me/a100 :tag", "whitespace"),
 ])
@@ -130,7 +134,7 @@ def test_secrets_may_be_empty_or_references(shipped):
 
 def test_foreign_tag_is_a_warning_not_an_error(shipped):
     check = validate_template(shipped, image="ghcr.io/me/trainer:latest")
-    assert any("'latest' is not the A100 image's" in w for w in check.warnings)
+    assert any("'latest' is not the A100 RunPod image's" in w for w in check.warnings)
 
 
 def test_malformed_json_names_line_and_column(tmp_path):
