@@ -37,7 +37,8 @@ if [ "$runpod" = 1 ]; then
     args+=(--build-arg "BASE_IMAGE=$base" --build-arg PYTHON_SOURCE=base)
 fi
 if [ "$standin" = 1 ]; then
-    tag="rlrecipes/$name:standin$([ "$runpod" = 1 ] && echo -runpod)"
+    tag="rlrecipes/$name:standin"
+    if [ "$runpod" = 1 ]; then tag="$tag-runpod"; fi
     args+=(--build-arg SKIP_GPU_WHEELS=1 --build-arg PYTHON_SOURCE=base)
 fi
 

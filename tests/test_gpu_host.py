@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 VOLUMES = {"rlrecipes_data:/workspace/data", "rlrecipes_models:/workspace/models",
            "rlrecipes_checkpoints:/workspace/checkpoints", "rlrecipes_hf-cache:/workspace/hf-cache",
            "rlrecipes_logs:/workspace/logs"}
-_VALUE_OPTIONS = {"--shm-size", "--ulimit", "-e", "-v", "--gpus", "--env-file", "--entrypoint", "--name"}
+_VALUE_OPTIONS = {"--shm-size", "--ulimit", "-e", "-v", "--gpus", "--env-file", "--entrypoint", "--name",
+                  "--stop-timeout"}
 
 
 def parse_run(argv: list[str]) -> dict:
@@ -40,7 +41,8 @@ def parse_run(argv: list[str]) -> dict:
             i += 1
     env = dict(item.split("=", 1) for item in opts.get("-e", []))
     return {"image": argv[i], "stage": argv[i + 1], "args": argv[i + 2:], "gpus": opts.get("--gpus", [None])[-1],
-            "volumes": set(opts.get("-v", [])), "env": env, "shm": opts.get("--shm-size", [None])[-1]}
+            "volumes": set(opts.get("-v", [])), "env": env, "shm": opts.get("--shm-size", [None])[-1],
+            "stop_timeout": int(opts.get("--stop-timeout", ["10"])[-1])}
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +102,8 @@ def test_doc_block_runs_on_a_fresh_clone_up_to_the_gpu(clone, tmp_path, block, h
             if run["stage"] in ("run", "train", "resume", "smoke", "preflight"):
                 assert run["gpus"] is not None, f"{run['stage']} without GPUs"
                 assert int(run["shm"].rstrip("g")) >= 10
+                # docker stop's default 10 s would SIGKILL a checkpoint save the stop guard lets finish
+                assert run["stop_timeout"] >= 100
         elif argv[0] == "compose":
             assert call.get("config_rc") == 0, call.get("config")
             for name in call["services"]:
