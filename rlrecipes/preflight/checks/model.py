@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from rlrecipes.preflight.chat import ChatTokenizer, chat_template, prompt_token_counts
+from rlrecipes.preflight.chat import ChatTokenizer, chat_template, prompt_token_counts, template_kwargs
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
@@ -71,14 +71,20 @@ def check_chat_template(ctx: Context) -> Check:
         return Check("chat-template", FAIL, f"the tokenizer in {model} has no chat template: verl applies it to every "
                      "prompt (apply_chat_template) and fails", "use an -Instruct model, or add chat_template to "
                      "tokenizer_config.json")
+    kwargs = template_kwargs(ctx.run)
+    tok = ChatTokenizer(model, kwargs)
     try:
-        import jinja2.sandbox
-
-        jinja2.sandbox.ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols"]).from_string(template)
-    except Exception as exc:  # jinja2.TemplateSyntaxError
-        return Check("chat-template", FAIL, f"the chat template in {model} does not compile: {exc}",
-                     "fix chat_template in tokenizer_config.json")
-    return Check("chat-template", PASS, f"chat template present ({len(template)} chars)")
+        # what verl's dataset does with every prompt (a `{% generation %}` block or strftime_now included)
+        tok.render([[{"role": "user", "content": "What is 2 + 2?"}]], add_generation_prompt=True)
+    except ImportError as exc:  # the fast path declined and transformers is not here
+        return Check("chat-template", WARN, f"not rendered: {tok.fallback_reason}, and transformers is not "
+                     f"installed ({exc.name})", "run preflight in the recipe's image")
+    except Exception as exc:  # noqa: BLE001 -- transformers' own error: a template verl cannot use
+        shown = f" with data.apply_chat_template_kwargs={kwargs}" if kwargs else ""
+        return Check("chat-template", FAIL, f"the chat template in {model} fails on a user message{shown}: {exc}",
+                     "fix chat_template in tokenizer_config.json (or chat_template.jinja)")
+    how = "" if tok.fast else f"; rendered with transformers ({tok.fallback_reason})"
+    return Check("chat-template", PASS, f"chat template present ({len(template)} chars), renders a prompt{how}")
 
 
 DATA_COLUMNS = ("data_source", "prompt", "reward_model")
@@ -133,7 +139,7 @@ def check_prompt_length(ctx: Context) -> Check:
                      "directory", "see the model and chat-template checks")
     limit = int(run.get("data.max_prompt_length", 512))
     column = str(run.get("data.prompt_key", "prompt"))
-    tok = ChatTokenizer(model)
+    tok = ChatTokenizer(model, template_kwargs(run))
     results = []
     for key in ("data.train_files", "data.val_files"):
         value = run.get(key)
@@ -145,7 +151,14 @@ def check_prompt_length(ctx: Context) -> Check:
                 prompts = _prompts(path, column)
             except Exception as exc:  # wrong column type, unreadable file
                 return Check("prompt-length", WARN, f"not checked: cannot read prompts from {path}: {exc}", "")
-            results.append((path, *prompt_token_counts(tok, prompts, limit)))
+            try:
+                results.append((path, *prompt_token_counts(tok, prompts, limit)))
+            except ImportError as exc:
+                return Check("prompt-length", WARN, f"not checked: {tok.fallback_reason}, and transformers is "
+                             f"not installed ({exc.name})", "run preflight in the recipe's image")
+            except Exception as exc:  # noqa: BLE001 -- the chat-template check reports the template's error
+                return Check("prompt-length", WARN, f"not checked: the chat template fails: {exc}",
+                             "see the chat-template check")
     longest = max((m for *_, m in results), default=0)
     bad = [(p, k, n, m) for p, k, n, m in results if k]
     if not bad:
