@@ -238,10 +238,8 @@ def run_lm_eval(cmd: list[str], log_file: Path, label: str) -> None:
 def score_responses(responses: list[str], truths: list[str], data_sources: list[str]) -> tuple[dict, list[dict]]:
     """Accuracy of responses with the training reward, strict (`#### N`, what the reward pays) and flexible
     (last number, like lm-eval's flexible-extract); and one record per response."""
-    try:
-        from rlrecipes.rewards.gsm8k import compute_score
-    except ImportError as exc:
-        raise StageFailed(f"the shared GSM8K scorer is not importable: {exc}") from exc
+    from rlrecipes.rewards.gsm8k import compute_score
+
     records = []
     for index, (text, truth, source) in enumerate(zip(responses, truths, data_sources, strict=True)):
         records.append({

@@ -185,10 +185,8 @@ class RecipeContext:
 
 def recipe_context(explicit: str | None, run_dir: Path) -> RecipeContext:
     """What the recipe says (dtype, LoRA alpha, base model, log dir); empty when the run is not a recipe."""
-    try:
-        from rlrecipes.recipe import list_recipes, resolve
-    except ImportError:
-        return RecipeContext()
+    from rlrecipes.recipe import list_recipes, resolve
+
     name = explicit
     if name is None:
         try:

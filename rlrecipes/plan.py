@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from rlrecipes.memory import estimate_memory
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
 
@@ -103,13 +104,7 @@ def build_plan(run: ResolvedRun) -> dict[str, Any]:
     one = sum(ckpt.values()) if ckpt else None
     kept = min(len(saves), int(keep)) if keep else len(saves)
     disk = (kept + 1) * one if one is not None and saves else None  # + one save in flight
-    mem = None
-    try:  # the memory planner (rlrecipes.memory) is optional for the plan
-        from rlrecipes.memory import estimate_memory
-
-        mem = estimate_memory(run).as_dict()
-    except ImportError:
-        pass
+    mem = estimate_memory(run).as_dict()
     return {
         "recipe": run.name,
         "profile": run.profile.name,

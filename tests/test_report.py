@@ -13,9 +13,8 @@ import pytest
 
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
-from rlrecipes.report.metrics import (
-    Launch, combine, discover, headline, load_run, parse_console_line, parse_value, read_console, read_jsonl,
-)
+from rlrecipes.report.metrics import Launch, combine, discover, headline, load_run, read_console, read_jsonl
+from rlrecipes.verl.logs import parse_console_line, parse_value
 
 # One launch of a run, as verl's trainer logs it: validation at the first step, then training steps with
 # numpy scalars (the reducers return them). Values encode (launch, step) so a test can tell them apart.

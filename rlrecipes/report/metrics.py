@@ -1,15 +1,11 @@
 """Read a run's training metrics from the files verl writes, across restarts.
 
-Two real formats, one per image:
+Two real formats, one per image, parsed line by line by rlrecipes.verl.logs:
 
-- verl 0.8 file logger (A100 image): JSONL lines ``{"step": N, "data": {...}}`` written with orjson
-  (`verl/utils/tracking.py` FileLogger; NaN becomes null). It opens its file with "wb", so each launch
-  gets its own ``metrics-<stamp>.jsonl``.
-- verl 0.5 console logger (P40 image, the only metrics source there): lines
-  ``step:1 - critic/score/mean:0.5 - actor/grad_norm:1.2`` from `verl/utils/logger/aggregate_logger.py`,
-  each value printed with ``pprint.pformat`` -- so numpy scalars read ``np.float64(0.5)`` under numpy 2
-  -- and, because the trainer runs in a Ray actor, usually behind Ray's ``(TaskRunner pid=123)`` prefix
-  with colour codes. The run's ``console-<stamp>.log`` is a tee of that stdout.
+- verl's file logger (A100 image): JSONL. It opens its file with "wb", so each launch gets its own
+  ``metrics-<stamp>.jsonl``.
+- verl's console logger (P40 image, the only metrics source there): the run's ``console-<stamp>.log``
+  is a tee of the trainer's stdout.
 
 A run directory holds one file per launch. Launches are ordered by the stamp in their name; a later
 launch (a resume) replaces the earlier launches' steps after its first logged step, and adds its values
@@ -18,23 +14,17 @@ to that first step (the resume step, where it logs validation only).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.errors import RecipeError
+from rlrecipes.verl.logs import REWARD_KEYS, parse_console_line, parse_jsonl_record
 
 JSONL_GLOB = "metrics-*.jsonl"
 CONSOLE_GLOB = "console-*.log"
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# `step:N - ` at the start of the console logger's line, possibly behind Ray's "(Actor pid=1) " prefix.
-_STEP_LINE = re.compile(r"(?:^|\)\s)step:(\d+)(?: - (.*))?$")
-# pprint of numpy scalars under numpy >= 2: np.float64(0.5), np.int64(3), np.True_
-_NUMPY_WRAPPED = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
-_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _STAMP = re.compile(r"^(?:metrics|console)-(.+)\.(?:jsonl|log)$")
 
 
@@ -88,67 +78,9 @@ class RunMetrics:
         return bool(self.series(key)[0])
 
 
-def parse_value(text: str) -> float | None:
-    """A number as the console logger prints it (pprint), or None when it is not a number."""
-    text = text.strip()
-    wrapped = _NUMPY_WRAPPED.match(text)
-    if wrapped:
-        text = wrapped.group(1).strip()
-    if text in ("True", "np.True_"):
-        return 1.0
-    if text in ("False", "np.False_"):
-        return 0.0
-    try:
-        return float(text)  # also 'nan', 'inf', '-inf', '1e-05'
-    except ValueError:
-        return None
-
-
-def parse_console_line(line: str) -> tuple[int, dict[str, float]] | None:
-    """(step, metrics) of one console logger line, or None for any other line."""
-    line = _RAY_REPEATED.sub("", _ANSI.sub("", line).rstrip("\r\n"))
-    match = _STEP_LINE.search(line)
-    if not match:
-        return None
-    step = int(match.group(1))
-    metrics: dict[str, float] = {}
-    for part in (match.group(2) or "").split(" - "):
-        key, sep, raw = part.rpartition(":")
-        if not sep or not key:
-            continue
-        value = parse_value(raw)
-        if value is not None:
-            metrics[key] = value
-    return step, metrics
-
-
-def _coerce(data: dict) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, value in data.items():
-        if isinstance(value, bool):
-            out[key] = float(value)
-        elif isinstance(value, (int, float)):
-            out[key] = float(value)
-        elif value is None:  # orjson writes NaN as null
-            out[key] = float("nan")
-    return out
-
-
 def stamp_of(path: Path) -> str:
     match = _STAMP.match(path.name)
     return match.group(1) if match else path.stem
-
-
-def _step_number(value) -> int:
-    """A logged step: a whole number >= 0. NaN, infinity (int() raised OverflowError), 1.5, true, "3" are
-    not steps; such a line is skipped and counted like any other malformed line."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"step {value!r} is not a number")
-    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-        raise ValueError(f"step {value!r} is not a whole number")
-    if value < 0:
-        raise ValueError(f"step {value!r} is negative")
-    return int(value)
 
 
 def read_jsonl(path: str | Path) -> Launch:
@@ -162,18 +94,14 @@ def read_jsonl(path: str | Path) -> Launch:
             continue
         is_last = index == len(lines) - 1
         try:
-            record = json.loads(line)
-            step = _step_number(record["step"])
-            data = record["data"]
-            if not isinstance(data, dict):
-                raise TypeError("data is not an object")
+            step, metrics = parse_jsonl_record(line)
         except (ValueError, KeyError, TypeError):
             if is_last and not complete_end:
                 launch.truncated = True
             else:
                 launch.skipped_lines += 1
             continue
-        launch.steps.setdefault(step, {}).update(_coerce(data))
+        launch.steps.setdefault(step, {}).update(metrics)
     return launch
 
 
@@ -269,7 +197,6 @@ def load_run(log_dir: str | Path | None = None, logs: list[str | Path] | None = 
 
 # -- what a reader wants to know from the metrics ---------------------------------------------------
 
-REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
 
 
 def accuracy_key(run: RunMetrics) -> str | None:

@@ -21,7 +21,6 @@ import importlib.util
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -34,49 +33,10 @@ from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.paths import PACKAGE_DIR, repo_root
 from rlrecipes.verl.checkpoints import read_tracker, step_dir
+from rlrecipes.verl.logs import REWARD_KEYS, console_step, parse_steps, resumed_from
 
 SMOKE_RECIPES = ("smoke-ppo", "smoke-grpo-lora")
 KILL_AFTER_STEP = 2
-# verl 0.5.0's console logger: "step:3 - critic/score/mean:0.0 - ...", prefixed by Ray's
-# "(TaskRunner pid=123) " when the trainer runs inside a Ray actor.
-_STEP_LINE = re.compile(r"(?:^|[\s)])step:(\d+) - (.*)$")
-# pprint of numpy scalars under numpy >= 2: "np.float64(0.25)"
-_WRAPPED_NUMBER = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
-# verl <= 0.8 and 0.9.1's legacy trainer print "Setting global step to N"; 0.9.1's V1 trainer logs
-# "Resuming from <dir>, setting global step to N".
-_RESUMED = re.compile(r"[Ss]etting global step to (\d+)")
-_LOADED = re.compile(r"Load from checkpoint folder: (\S+)")
-REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
-
-
-# ------------------------------------------------------------------------------- log parsing (pure)
-
-def parse_steps(text: str) -> dict[int, dict[str, float]]:
-    """{step: {metric: value}} from verl console output (the last line of a step wins)."""
-    steps: dict[int, dict[str, float]] = {}
-    for line in text.splitlines():
-        match = _STEP_LINE.search(line)
-        if not match:
-            continue
-        metrics: dict[str, float] = {}
-        for part in match.group(2).split(" - "):
-            key, sep, value = part.rpartition(":")
-            if not sep:
-                continue
-            value = value.strip()
-            wrapped = _WRAPPED_NUMBER.match(value)
-            try:
-                metrics[key.strip()] = float(wrapped.group(1) if wrapped else value)
-            except ValueError:
-                continue
-        steps[int(match.group(1))] = metrics
-    return steps
-
-
-def resumed_from(text: str) -> int | None:
-    """The global step a launch resumed from ("Setting global step to N"), None if it started fresh."""
-    match = _RESUMED.search(text)
-    return int(match.group(1)) if match else None
 
 
 def expected_losses(use_critic: bool, use_kl_loss: bool) -> tuple[str, ...]:
@@ -184,8 +144,8 @@ def launch(cmd: list[str], env: dict[str, str], console: Path, kill_after_step: 
                 log.flush()
                 if echo is not None:
                     echo.write(line)
-                match = _STEP_LINE.search(line.rstrip("\n"))
-                if kill_after_step is not None and match and int(match.group(1)) >= kill_after_step:
+                step = console_step(line)
+                if kill_after_step is not None and step is not None and step >= kill_after_step:
                     # The step's checkpoint and tracker are written before its metrics line, and the
                     # next step starts right after it: this kill lands inside step kill_after_step + 1.
                     time.sleep(0.5)

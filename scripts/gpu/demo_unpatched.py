@@ -24,7 +24,8 @@ sys.path.insert(0, str(REPO))
 
 from rlrecipes.recipe import resolve  # noqa: E402
 from rlrecipes.smoke.assets import build_assets  # noqa: E402
-from rlrecipes.smoke.run import launch, parse_steps  # noqa: E402
+from rlrecipes.smoke.run import launch  # noqa: E402
+from rlrecipes.verl.logs import parse_steps  # noqa: E402
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # "SomeError: message" at the start of a line (after Ray's "(Actor pid=N)" prefix): the root causes,

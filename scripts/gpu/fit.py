@@ -27,7 +27,8 @@ sys.path.insert(0, str(REPO))
 
 from rlrecipes.recipe import resolve  # noqa: E402
 from rlrecipes.smoke.assets import build_assets  # noqa: E402
-from rlrecipes.smoke.run import launch, parse_steps  # noqa: E402
+from rlrecipes.smoke.run import launch  # noqa: E402
+from rlrecipes.verl.logs import parse_steps  # noqa: E402
 
 STEP_KEYS = ("timing_s/step", "timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/values",
              "timing_s/update_critic", "timing_s/update_actor", "perf/throughput", "perf/time_per_step",
