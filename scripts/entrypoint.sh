@@ -4,7 +4,7 @@
 #   entrypoint.sh STAGE [ARGS...]
 #
 # Stages (RECIPE and PROFILE come from the environment; PROFILE empty = the recipe's own profile):
-#   run        data (if missing) -> model (if missing) -> preflight -> resume-check -> train   [compose default]
+#   run        data (if missing) -> model (unless complete) -> resume-check -> preflight -> train  [compose default]
 #   data       prepare the recipe's dataset as verl parquet under $DATA_DIR/<dataset dir> (skipped if present)
 #   model      download the recipe's base model into $MODELS_DIR
 #   preflight  check GPUs, memory, disk, shm, model and data
@@ -144,7 +144,9 @@ main() {
         run)
             print_env
             stage_data
-            if [ ! -f "$MODELS_DIR/$(recipe_field recipe.model.dir_name)/config.json" ]; then stage_model; fi
+            # `rlrecipes model` decides: a no-op when its completion marker is there, a resumed download when
+            # an earlier one was interrupted (config.json alone made a half-downloaded model look complete).
+            stage_model
             stage_resume_check
             stage_train "$@" ;;
         data) print_env; stage_data "$@" ;;
