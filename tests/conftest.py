@@ -1,6 +1,7 @@
-"""Shared fixtures. Tiers: default CPU-only; `gpu`, `docker` and `verl` markers skip cleanly when the
-thing they need is absent (set RLRECIPES_REQUIRE_VERL=1 / RLRECIPES_REQUIRE_DOCKER=1 in CI to turn
-such a skip into a failure, so a broken install step cannot hide behind a skip)."""
+"""Shared fixtures. Tiers: default CPU-only; tests that need verl, Docker, root filesystems, Ray or
+Compose skip cleanly when it is absent, and fail instead under that tier's RLRECIPES_REQUIRE_<TIER>=1
+(tests/support/require.py; CI sets them all), so a broken install step cannot hide behind a skip.
+`gpu` tests skip without a GPU (`make test-gpu` runs them in the image on a GPU host)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-
-def _skip_or_fail(reason: str, require_env: str) -> None:
-    if os.environ.get(require_env) == "1":
-        pytest.fail(f"{reason} (required because {require_env}=1)")
-    pytest.skip(reason)
+from support.require import skip_or_fail  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +30,7 @@ def verl_python():
         try:
             return python_for(version)
         except RecipeError as exc:
-            _skip_or_fail(str(exc), "RLRECIPES_REQUIRE_VERL")
+            skip_or_fail("verl", str(exc))
             raise  # unreachable
 
     return find

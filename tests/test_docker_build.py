@@ -8,6 +8,7 @@ on a GPU -- the stand-in has neither CUDA nor those wheels."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -112,7 +113,11 @@ def test_data_stage_runs_in_the_image(docker_env, standin_image, tmp_path):  # n
                   mounts=[f"{fixtures}:/fixtures:ro", f"{out}:/workspace/data"])
     manifest = json.loads((out / "gsm8k" / "manifest.json").read_text())
     assert (out / "gsm8k" / "train.parquet").stat().st_size > 0
-    assert manifest, proc.stdout
+    # the image's own stage read the mounted fixture (10 train / 5 test rows) with verl's template
+    assert manifest["source"] == "/fixtures", proc.stdout
+    assert (manifest["dataset"], manifest["template"], manifest["data_source"]) == ("gsm8k", "verl", "openai/gsm8k")
+    assert (manifest["splits"]["train"]["rows"], manifest["splits"]["test"]["rows"]) == (10, 5)
+    assert manifest["splits"]["train"]["sha256"] == hashlib.sha256((out / "gsm8k" / "train.parquet").read_bytes()).hexdigest()
     again = run_in(docker_env, image, "data", env=["RECIPE=qwen2.5-0.5b-gsm8k-ppo"],
                    mounts=[f"{out}:/workspace/data"])
     assert "exists; skipping" in again.stderr

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.require import skip_or_fail
 
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
@@ -29,9 +30,11 @@ TIB = 1024 * GIB
 
 
 # ----------------------------------------------------------------------------------- fixtures
-def write_model_dir(path: Path, arch_name: str, chat_template: bool = True) -> Path:
+def write_model_dir(path: Path, arch_name: str, chat_template: bool = True, merges: bool = True) -> Path:
     """A model directory as `rlrecipes model` leaves it: the real architecture's config.json, a
-    weights file, a byte-level BPE tokenizer.json with Qwen's special tokens and a chat template."""
+    weights file, a byte-level BPE tokenizer.json with Qwen's special tokens and a chat template.
+    merges=False: no BPE merges at all, so a text's token count is its UTF-8 byte count (plus one per
+    special token) -- token counts a test can work out by hand."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from tinytok import CHAT_TEMPLATE, DEFAULT_CORPUS, SPECIAL_TOKENS
 
@@ -46,8 +49,10 @@ def write_model_dir(path: Path, arch_name: str, chat_template: bool = True) -> P
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=400 if merges else len(alphabet) + len(SPECIAL_TOKENS),
+                                  special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=alphabet, show_progress=False)
     tok.train_from_iterator(DEFAULT_CORPUS, trainer)
     tok.save(str(path / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
@@ -346,33 +351,40 @@ def test_data_problems(tmp_path):
 
 
 @pytest.mark.parametrize("overrides,status,fragment", [
-    (["data.max_prompt_length=512"], "pass", "<= data.max_prompt_length=512"),
-    (["data.max_prompt_length=200", "data.filter_overlong_prompts=true"], "warn", "filter_overlong_prompts drops them"),
-    (["data.max_prompt_length=200", "data.filter_overlong_prompts=false", "data.truncation=error"], "fail",
+    (["data.max_prompt_length=800"], "pass", "<= data.max_prompt_length=800"),
+    (["data.max_prompt_length=300", "data.filter_overlong_prompts=true"], "warn", "filter_overlong_prompts drops them"),
+    (["data.max_prompt_length=300", "data.filter_overlong_prompts=false", "data.truncation=error"], "fail",
      "verl raises at the first one"),
-    (["data.max_prompt_length=200", "data.filter_overlong_prompts=false", "data.truncation=left"], "warn", "cuts them"),
+    (["data.max_prompt_length=300", "data.filter_overlong_prompts=false", "data.truncation=left"], "warn", "cuts them"),
 ])
 def test_prompt_length(overrides, status, fragment, tmp_path):
     run = run_for(tmp_path, PPO, overrides=overrides)
-    write_model_dir(run.model_path, "qwen2.5-0.5b")
+    write_model_dir(run.model_path, "qwen2.5-0.5b", merges=False)  # counts by hand: test_byte_bound_pruning_is_exact
     write_data_dir(run.data_dir, QUESTIONS + ["How many marbles? " * 30])
     got = checks_by_name(run, inv("p40x1"), host_for(run))["prompt-length"]
     assert got.status == status, got
     assert fragment in got.message
     if status != "pass":
-        assert "1 of 4 prompts > 200 tokens (longest 404)" in got.message
+        assert "1 of 4 prompts > 300 tokens (longest 704)" in got.message
 
 
-@pytest.mark.parametrize("limit", [1, 30, 90, 101, 102, 103, 400, 404, 405, 10_000])
+@pytest.mark.parametrize("limit", [1, 177, 178, 179, 226, 241, 242, 243, 703, 704, 705, 10_000])
 def test_byte_bound_pruning_is_exact(limit, tmp_path):
     """Counting only prompts longer than the limit in bytes gives the same answer as counting all."""
     from rlrecipes.data.gsm8k import make_prompt
     from rlrecipes.preflight.chat import prompt_token_counts
 
-    tok = ChatTokenizer(write_model_dir(tmp_path / "m", "qwen2.5-0.5b"))
-    prompts = [[{"role": "user", "content": make_prompt(q, "verl")}] for q in QUESTIONS + ["How many marbles? " * 30]]
+    tok = ChatTokenizer(write_model_dir(tmp_path / "m", "qwen2.5-0.5b", merges=False))
+    contents = [make_prompt(q, "verl") for q in QUESTIONS + ["How many marbles? " * 30]]
+    prompts = [[{"role": "user", "content": c}] for c in contents]
     full = [len(x) for x in tok.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True)]
-    assert full == [102, 102, 85, 404]
+    # By hand: without merges every byte is a token and each of the 5 special tokens one more.
+    # Template: <|im_start|>"system\n" + the default system message + <|im_end|>"\n" + <|im_start|>"user\n"
+    # + content + <|im_end|>"\n" + <|im_start|>"assistant\n" = 5 + 7 + 68 + 1 + 5 + len(content) + 1 + 10.
+    # The contents are the question + " Let's think step by step and output the final answer after
+    # \"####\"." (67 bytes): 78+67, 62+67, 14+67 and 540+67 bytes.
+    assert [len(c.encode()) for c in contents] == [145, 129, 81, 607]
+    assert full == [97 + 145, 97 + 129, 97 + 81, 97 + 607]
     over, total, longest = prompt_token_counts(tok, prompts, limit)
     assert (over, total) == (sum(1 for n in full if n > limit), 4)
     if over:
@@ -499,10 +511,10 @@ def test_real_tmpfs_64m_as_shm(tmp_path):
     mnt = tmp_path / "shm"
     mnt.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root")
+        skip_or_fail("fs", "mounting a tmpfs needs root")
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {proc.stderr.strip()}")
+        skip_or_fail("fs", f"cannot mount tmpfs here: {proc.stderr.strip()}")
     try:
         run = run_for(tmp_path, GRPO)
         host = gather_host_facts([run.ckpt_dir], shm_path=str(mnt), env={})
@@ -519,10 +531,10 @@ def test_real_small_disk_fails_the_checkpoint_budget(tmp_path):
     mnt = tmp_path / "ckpt"
     mnt.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        skip_or_fail("fs", "mounting a tmpfs needs root")
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=100m", "tmpfs", str(mnt)], capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {proc.stderr.strip()}")
+        skip_or_fail("fs", f"cannot mount tmpfs here: {proc.stderr.strip()}")
     try:
         run = run_for(tmp_path, GRPO)
         write_model_dir(run.model_path, "qwen2.5-3b")

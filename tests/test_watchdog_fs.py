@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.require import skip_or_fail
 
 from rlrecipes.cli import main as cli_main
 from rlrecipes.watchdog import Watchdog, WatchdogConfig, resume_check
@@ -39,7 +40,7 @@ def disk(tmp_path):
 
     def make(kind: str, size: int, base: Path | None = None) -> Path:
         if os.geteuid() != 0:
-            pytest.skip("mounting a size-limited filesystem needs root")
+            skip_or_fail("fs", "mounting a size-limited filesystem needs root")
         where = (base or tmp_path) / f"{kind}{len(mounted)}"
         where.mkdir()
         if kind == "tmpfs":
@@ -49,11 +50,11 @@ def disk(tmp_path):
             subprocess.run(["truncate", "-s", str(size), str(img)], check=True)
             made = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(img)], capture_output=True, text=True)
             if made.returncode:
-                pytest.skip(f"mkfs.ext4 failed: {made.stderr.strip()}")
+                skip_or_fail("fs", f"mkfs.ext4 failed: {made.stderr.strip()}")
             cmd = ["mount", "-o", "loop", str(img), str(where)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
-            pytest.skip(f"cannot mount {kind}: {done.stderr.strip()}")
+            skip_or_fail("fs", f"cannot mount {kind}: {done.stderr.strip()}")
         mounted.append(where)
         return where
 
@@ -618,7 +619,7 @@ def test_a_watchdog_that_may_not_delete_says_so_loudly(public_tmp, disk):
     # (this venv's interpreter may live under /root).
     python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
     if python is None:
-        pytest.skip("no system python3 for an unprivileged user")
+        skip_or_fail("fs", "no system python3 for an unprivileged user")
     done = subprocess.run([python, "-m", "rlrecipes", "watchdog", "--root", str(root), "--once",
                            "--keep-last", "1", "--status", str(status_dir / "status.json")],
                           env=env, capture_output=True, text=True, preexec_fn=drop, timeout=60)

@@ -22,15 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from support import require
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("RLRECIPES_CACHE", REPO / ".cache"))
-REQUIRE_ENV = "RLRECIPES_REQUIRE_DOCKER"
 
 
 def skip_or_fail(reason: str) -> None:
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{reason} (required because {REQUIRE_ENV}=1)")
-    pytest.skip(reason)
+    require.skip_or_fail("docker", reason)
 
 
 def docker_cli() -> str | None:

@@ -1,4 +1,4 @@
-"""Size-capped and read-only filesystems for fault tests (root only; callers skip otherwise)."""
+"""Size-capped and read-only filesystems for fault tests (root only: skip otherwise, fail under RLRECIPES_REQUIRE_FS=1)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
+from support.require import skip_or_fail
 
 
 class Mounts:
@@ -18,14 +18,14 @@ class Mounts:
 
     def __call__(self, kind: str = "tmpfs", size: int = 1 << 20, readonly: bool = False) -> Path:
         if os.geteuid() != 0:
-            pytest.skip("mounting a size-limited filesystem needs root")
+            skip_or_fail("fs", "mounting a size-limited filesystem needs root")
         where = self.base / f"{kind}{len(self.mounted)}"
         where.mkdir()
         opts = f"size={size}" + (",ro" if readonly else "")
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True,
                               text=True)
         if done.returncode:
-            pytest.skip(f"cannot mount {kind}: {done.stderr.strip()}")
+            skip_or_fail("fs", f"cannot mount {kind}: {done.stderr.strip()}")
         self.mounted.append(where)
         return where
 

