@@ -70,7 +70,7 @@ test: env envs ## run the default CPU test suite (docker tests too when a daemon
 lint: env ## hadolint, shellcheck, mbake validate, compose config for every profile, launchers --check
 	VENV=$(VENV) scripts/lint.sh
 
-lock: env ## re-resolve docker/pins/*.in into docker/*.lock (hashes) with uv
+lock: env ## refresh every pin: docker/*.lock (uv, hashes), P40 torch+cu118 (explicit index), base digests, flash-attn sha256
 	$(VENV)/bin/python scripts/lock.py
 
 bench: env ## run every benchmarks/bench_*.py and print their figures

@@ -73,11 +73,20 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/a100.lock "$@"
 
 # FlashAttention from its prebuilt wheel (a compile takes hours and needs MAX_JOBS tuning). The wheel name
-# encodes the C++ ABI torch was built with: read it from the installed torch, never assume it.
+# encodes the C++ ABI torch was built with: read it from the installed torch, never assume it. With
+# docker/flash-attn.lock produced (`make lock`) the wheel is checked against its sha256 -- if it names the ABI
+# the installed torch has; a lock that was never produced leaves the version pin alone, and the log says so.
+COPY docker/flash-attn.lock /opt/rlrecipes/docker/flash-attn.lock
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then echo "SKIP_GPU_WHEELS=1: no flash-attn"; exit 0; fi; \
-    abi=$(python -c "import torch; print(str(torch._C._GLIBCXX_USE_CXX11_ABI).upper())") \
-    && torch_mm=$(echo "${TORCH_VERSION}" | cut -d. -f1,2) \
+    abi=$(python -c "import torch; print(str(torch._C._GLIBCXX_USE_CXX11_ABI).upper())"); \
+    if grep -q "^flash-attn @ .*/flash_attn-${FLASH_ATTN_VERSION}+.*cxx11abi${abi}-" /opt/rlrecipes/docker/flash-attn.lock; then \
+      pip install --no-deps --require-hashes -r /opt/rlrecipes/docker/flash-attn.lock \
+      && python -c "import flash_attn, torch; print('flash-attn', flash_attn.__version__, 'torch', torch.__version__)"; \
+      exit; \
+    fi; \
+    echo "WARNING: docker/flash-attn.lock pins no flash-attn ${FLASH_ATTN_VERSION} wheel for ABI ${abi}: installing it unhashed"; \
+    torch_mm=$(echo "${TORCH_VERSION}" | cut -d. -f1,2) \
     && cp="cp$(echo "${PYTHON_VERSION}" | tr -d .)" \
     && wheel="flash_attn-${FLASH_ATTN_VERSION}+cu12torch${torch_mm}cxx11abi${abi}-${cp}-${cp}-linux_x86_64.whl" \
     && pip install --no-deps "https://github.com/Dao-AILab/flash-attention/releases/download/v${FLASH_ATTN_VERSION}/${wheel}" \

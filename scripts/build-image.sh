@@ -34,8 +34,15 @@ args=()
 if [ "$runpod" = 1 ]; then
     base=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'from rlrecipes.images import RUNPOD_BASE; print(RUNPOD_BASE)')
     tag="$tag-runpod"
-    args+=(--build-arg "BASE_IMAGE=$base" --build-arg PYTHON_SOURCE=base)
+    args+=(--build-arg PYTHON_SOURCE=base)
+else
+    base=$(sed -n 's/^ARG BASE_IMAGE=//p' "$dockerfile" | head -n 1)
 fi
+# The base by digest when docker/bases.lock pins it (`make lock`); CI's stand-in bases exist only by tag.
+if [ "$standin" = 0 ] && [ -n "${base:-}" ]; then
+    base=$("${RLRECIPES_PYTHON:-python3}" "$repo/scripts/lock_sources.py" pinned-base "$base")
+fi
+if [ -n "${base:-}" ]; then args+=(--build-arg "BASE_IMAGE=$base"); fi
 if [ "$standin" = 1 ]; then
     tag="rlrecipes/$name:standin"
     if [ "$runpod" = 1 ]; then tag="$tag-runpod"; fi

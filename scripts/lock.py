@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Compile docker/pins/<image>.in into docker/<image>.lock (exact versions + sha256 hashes) with uv.
 
-`make lock` runs this. Each pins file carries its own resolver options on `# lock:` lines (target Python,
+`make lock` runs this. After the PyPI locks it refreshes what scripts/lock_sources.py pins from other hosts:
+docker/p40-torch.lock (torch+cu118 from the PyTorch index, an explicit uv index), docker/bases.lock (base images
+by digest) and docker/flash-attn.lock (the FlashAttention wheel by sha256); `--only` picks parts. Each pins file carries its own resolver options on `# lock:` lines (target Python,
 the date cut-off, packages left to the Dockerfile), so the pins file alone says how its lock was made.
 `--check` re-resolves into a temporary file and fails if the committed lock differs (needs the index).
 
@@ -65,11 +67,38 @@ def compile_lock(image: str, output: Path) -> None:
         sys.exit(f"lock: resolving {pins.relative_to(REPO)} failed:\n{result.stderr.strip()}")
 
 
+SOURCES = ("pip", "torch", "bases", "flash-attn")
+
+
+def refresh_sources(parts: list[str]) -> list[str]:
+    """Refresh the non-PyPI pins; returns the parts that could not be refreshed from here."""
+    import lock_sources as src
+
+    failed = []
+    steps = {"torch": lambda: src.refresh_torch(uv_binary()), "bases": src.refresh_bases,
+             "flash-attn": src.refresh_flash_attn}
+    for part in parts:
+        try:
+            path = steps[part]()
+        except src.SourceError as exc:
+            failed.append(part)
+            print(f"lock: {part}: cannot refresh from here: {exc} (the committed file is unchanged)", file=sys.stderr)
+            continue
+        print(f"lock: wrote {path.relative_to(REPO)} ({len(src.entries(path))} entries)")
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("images", nargs="*", metavar="IMAGE", help=f"one of {', '.join(IMAGES)} (default: all)")
     parser.add_argument("--check", action="store_true", help="fail if a committed lock is stale")
+    parser.add_argument("--only", action="append", choices=SOURCES, default=None,
+                        help="refresh only these parts (repeatable; default: all; --check covers pip only)")
     args = parser.parse_args(argv)
+    parts = args.only or list(SOURCES)
+    if "pip" not in parts:
+        failed = refresh_sources(parts)
+        return 1 if failed else 0
     unknown = sorted(set(args.images) - set(IMAGES))
     if unknown:
         parser.error(f"unknown image(s) {', '.join(unknown)}; choose from {', '.join(IMAGES)}")
@@ -97,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     if stale:
         print(f"lock: stale: {', '.join(stale)}; run `make lock` and commit the result", file=sys.stderr)
         return 1
+    if not args.check and not args.images:
+        failed = refresh_sources([p for p in parts if p != "pip"])
+        if failed:
+            print(f"lock: not refreshed here: {', '.join(failed)} (docs/images.md, 'Supply chain')", file=sys.stderr)
+            return 1
     return 0
 
 
