@@ -105,35 +105,6 @@ class MemoryEstimate:
         }
 
 
-def lookup(run: ResolvedRun, key: str, default: Any = None) -> Any:
-    """The value verl will see for a dotted key, honouring parents given as mappings
-    (`+a.b={c: 1}`) and children given on their own (`+a.b.c=1`): the last override that sets it wins."""
-    from rlrecipes import overrides as ov
-
-    found, value = False, default
-    for raw_key in run.overrides:
-        bare = ov.bare_key(raw_key)
-        if raw_key.startswith("~"):
-            if key == bare or key.startswith(bare + "."):
-                found, value = False, default
-            continue
-        if bare == key:
-            found, value = True, run.get(bare)
-        elif key.startswith(bare + "."):
-            node = run.get(bare)
-            for part in key[len(bare) + 1:].split("."):
-                if not isinstance(node, dict) or part not in node:
-                    node = _MISSING
-                    break
-                node = node[part]
-            if node is not _MISSING:
-                found, value = True, node
-    return value if found else default
-
-
-_MISSING = object()
-
-
 def _dtype_name(value: Any, default: str) -> str:
     if value is None:
         return default
@@ -166,11 +137,11 @@ def precision(run: ResolvedRun) -> Precision:
     actor_fsdp = "actor_rollout_ref.actor.fsdp_config"
     ref_fsdp = "actor_rollout_ref.ref.fsdp_config"
     critic_fsdp = run.image.spec.critic_fsdp
-    actor_storage = _dtype_name(lookup(run, f"{actor_fsdp}.model_dtype"), "fp32")
-    actor_compute = _dtype_name(lookup(run, f"{actor_fsdp}.mixed_precision.param_dtype"), "bf16")
-    ref_storage = _dtype_name(lookup(run, f"{ref_fsdp}.model_dtype"), "bf16")
-    critic_storage = _dtype_name(lookup(run, f"{critic_fsdp}.model_dtype"), "fp32")
-    critic_compute = _dtype_name(lookup(run, f"{critic_fsdp}.mixed_precision.param_dtype"), "bf16")
+    actor_storage = _dtype_name(run.get(f"{actor_fsdp}.model_dtype"), "fp32")
+    actor_compute = _dtype_name(run.get(f"{actor_fsdp}.mixed_precision.param_dtype"), "bf16")
+    ref_storage = _dtype_name(run.get(f"{ref_fsdp}.model_dtype"), "bf16")
+    critic_storage = _dtype_name(run.get(f"{critic_fsdp}.model_dtype"), "fp32")
+    critic_compute = _dtype_name(run.get(f"{critic_fsdp}.mixed_precision.param_dtype"), "bf16")
     engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)
     if engine == "hf":
         # HF generate runs inside FSDP.summon_full_params, which hands out the full-precision (storage)
@@ -180,16 +151,6 @@ def precision(run: ResolvedRun) -> Precision:
     else:
         rollout = _dtype_name(run.get("actor_rollout_ref.rollout.dtype"), "bf16")
     return Precision(actor_storage, actor_compute, ref_storage, critic_storage, critic_compute, rollout)
-
-
-def _int(run: ResolvedRun, key: str, default: int) -> int:
-    value = run.get(key, run.image.spec.default(key, default))
-    return int(value) if value not in (None, "") else default
-
-
-def _bool(run: ResolvedRun, key: str, default: bool) -> bool:
-    value = run.get(key, run.image.spec.default(key, default))
-    return bool(value) if value is not None else default
 
 
 def _layer_activation_bytes(arch: Architecture, tokens: float, seq: int, batch: int, nbytes: int,
@@ -218,8 +179,8 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
                                                   f"config.json in {run.model_path} and no entry in "
                                                   "rlrecipes.models.ARCHITECTURES"], known=False)
     notes: list[str] = []
-    n_gpus = max(1, _int(run, "trainer.n_gpus_per_node", run.profile.gpus_per_node)
-                 * _int(run, "trainer.nnodes", run.profile.nnodes))
+    n_gpus = max(1, run.get("trainer.n_gpus_per_node", run.profile.gpus_per_node, kind=int)
+                 * run.get("trainer.nnodes", run.profile.nnodes, kind=int))
     prec = precision(run)
     params = param_count(arch)
     rank = run.lora_rank
@@ -231,24 +192,24 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
 
     a_fsdp = "actor_rollout_ref.actor.fsdp_config"
     c_fsdp = run.image.spec.critic_fsdp
-    actor_param_off = _bool(run, f"{a_fsdp}.param_offload", False)
-    actor_optim_off = _bool(run, f"{a_fsdp}.optimizer_offload", False)
-    ref_param_off = _bool(run, "actor_rollout_ref.ref.fsdp_config.param_offload", False)
-    critic_param_off = _bool(run, f"{c_fsdp}.param_offload", False)
-    critic_optim_off = _bool(run, f"{c_fsdp}.optimizer_offload", False)
+    actor_param_off = run.get(f"{a_fsdp}.param_offload", False, kind=bool)
+    actor_optim_off = run.get(f"{a_fsdp}.optimizer_offload", False, kind=bool)
+    ref_param_off = run.get("actor_rollout_ref.ref.fsdp_config.param_offload", False, kind=bool)
+    critic_param_off = run.get(f"{c_fsdp}.param_offload", False, kind=bool)
+    critic_optim_off = run.get(f"{c_fsdp}.optimizer_offload", False, kind=bool)
 
-    prompt = _int(run, "data.max_prompt_length", 512)
-    response = _int(run, "data.max_response_length", 512)
+    prompt = run.get("data.max_prompt_length", kind=int)
+    response = run.get("data.max_response_length", kind=int)
     seq = prompt + response
-    n = _int(run, "actor_rollout_ref.rollout.n", 1)
-    batch = _int(run, "data.train_batch_size", 1)
-    actor_micro = _int(run, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 1)
-    logprob_micro = _int(run, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", actor_micro)
-    ref_micro = _int(run, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", logprob_micro)
-    critic_micro = _int(run, "critic.ppo_micro_batch_size_per_gpu", actor_micro)
-    actor_gc = _bool(run, "actor_rollout_ref.model.enable_gradient_checkpointing", False)
-    critic_gc = _bool(run, "critic.model.enable_gradient_checkpointing", True)
-    attention = str(lookup(run, run.image.spec.attn_key.lstrip("+"), run.profile.attention) or "")
+    n = run.get("actor_rollout_ref.rollout.n", kind=int)
+    batch = run.get("data.train_batch_size", 1, kind=int)
+    actor_micro = run.get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 1, kind=int)
+    logprob_micro = run.get("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", actor_micro, kind=int)
+    ref_micro = run.get("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", logprob_micro, kind=int)
+    critic_micro = run.get("critic.ppo_micro_batch_size_per_gpu", actor_micro, kind=int)
+    actor_gc = run.get("actor_rollout_ref.model.enable_gradient_checkpointing", kind=bool)
+    critic_gc = run.get("critic.model.enable_gradient_checkpointing", kind=bool)
+    attention = str(run.get(run.image.spec.attn_key.lstrip("+"), run.profile.attention) or "")
     eager = attention == "eager"
     if run.get("actor_rollout_ref.actor.use_dynamic_bsz"):
         notes.append("use_dynamic_bsz is on: micro batches are packed by tokens; the estimate uses the "
@@ -338,9 +299,8 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     engine_share = None
     resident_rollout = None
     if engine in ("vllm", "sglang"):
-        util = float(run.get("actor_rollout_ref.rollout.gpu_memory_utilization",
-                             run.image.spec.default("actor_rollout_ref.rollout.gpu_memory_utilization")))
-        tp = _int(run, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
+        util = run.get("actor_rollout_ref.rollout.gpu_memory_utilization", kind=float)
+        tp = run.get("actor_rollout_ref.rollout.tensor_model_parallel_size", 1, kind=int)
         engine_share = util * gpu_gib * GIB
         state = resident("")
         resident_rollout = (sum(t.bytes for t in state) + ctx.bytes) / GIB

@@ -11,10 +11,6 @@ from rlrecipes.memory import estimate_memory
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
 
-def _get(run: ResolvedRun, key: str) -> Any:
-    return run.get(key, run.image.spec.default(key))
-
-
 def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:
     """Training rows: from the data stage's manifest when present, else the recipe's known size."""
     manifest = run.data_dir / "manifest.json"
@@ -83,22 +79,22 @@ class SaveSteps(Sequence):
 
 def build_plan(run: ResolvedRun) -> dict[str, Any]:
     n_gpus = run.profile.n_gpus
-    batch = int(_get(run, "data.train_batch_size"))
-    n = int(_get(run, "actor_rollout_ref.rollout.n"))
-    mini = int(_get(run, "actor_rollout_ref.actor.ppo_mini_batch_size"))
-    micro = _get(run, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
-    sp = int(_get(run, "actor_rollout_ref.actor.ulysses_sequence_parallel_size"))
-    ppo_epochs = int(_get(run, "actor_rollout_ref.actor.ppo_epochs"))
+    batch = int(run.get("data.train_batch_size"))
+    n = int(run.get("actor_rollout_ref.rollout.n"))
+    mini = int(run.get("actor_rollout_ref.actor.ppo_mini_batch_size"))
+    micro = run.get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    sp = int(run.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size"))
+    ppo_epochs = int(run.get("actor_rollout_ref.actor.ppo_epochs"))
     rows, rows_source = dataset_rows(run)
-    epochs = int(_get(run, "trainer.total_epochs"))
+    epochs = int(run.get("trainer.total_epochs"))
     steps_per_epoch = rows // batch if rows else None  # verl's train dataloader drops the last partial batch
-    total = _get(run, "trainer.total_training_steps")
+    total = run.get("trainer.total_training_steps")
     total_steps = int(total) if total else (steps_per_epoch * epochs if steps_per_epoch is not None else None)
 
     per_gpu_mini = mini * n // max(1, n_gpus // sp)
-    save_freq = int(_get(run, "trainer.save_freq"))
+    save_freq = int(run.get("trainer.save_freq"))
     saves = SaveSteps(save_freq, total_steps or 0)
-    keep = _get(run, "trainer.max_actor_ckpt_to_keep")
+    keep = run.get("trainer.max_actor_ckpt_to_keep")
     arch = architecture(run)
     ckpt = checkpoint_bytes(run, arch)
     one = sum(ckpt.values()) if ckpt else None
@@ -114,7 +110,7 @@ def build_plan(run: ResolvedRun) -> dict[str, Any]:
                      "gpu": run.profile.gpu.name, "gpu_memory_gib": run.profile.gpu.memory_gib,
                      "dtype": run.profile.dtype, "attention": run.profile.attention,
                      "rollout": run.profile.rollout,
-                     "tensor_parallel": int(_get(run, "actor_rollout_ref.rollout.tensor_model_parallel_size") or 1)},
+                     "tensor_parallel": int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1)},
         "algorithm": {"adv_estimator": run.get("algorithm.adv_estimator", "gae"), "critic": run.use_critic,
                       "reference_policy": run.use_reference_policy, "lora_rank": run.lora_rank},
         "batch": {
@@ -126,14 +122,14 @@ def build_plan(run: ResolvedRun) -> dict[str, Any]:
             "responses_per_gpu_per_mini_batch": per_gpu_mini,
             "micro_batch_per_gpu": micro,
             "gradient_accumulation": per_gpu_mini // int(micro) if micro else None,
-            "max_tokens_per_response": int(_get(run, "data.max_prompt_length"))
-            + int(_get(run, "data.max_response_length")),
+            "max_tokens_per_response": int(run.get("data.max_prompt_length"))
+            + int(run.get("data.max_response_length")),
         },
         "schedule": {"train_rows": rows, "train_rows_source": rows_source, "epochs": epochs,
                      "steps_per_epoch": steps_per_epoch, "total_steps": total_steps,
-                     "test_freq": _get(run, "trainer.test_freq")},
+                     "test_freq": run.get("trainer.test_freq")},
         "checkpoints": {"dir": str(run.ckpt_dir), "save_freq": save_freq, "save_steps": saves,
-                        "keep_last": keep, "resume_mode": _get(run, "trainer.resume_mode"),
+                        "keep_last": keep, "resume_mode": run.get("trainer.resume_mode"),
                         "bytes_per_checkpoint": one, "parts": ckpt,
                         "disk_needed_bytes": disk,
                         "disk_note": "kept checkpoints + one save in flight"},

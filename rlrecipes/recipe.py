@@ -332,6 +332,17 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
 
 
 # ---------------------------------------------------------------------------------- resolution
+_MISSING = object()
+_VERL_DEFAULT = object()
+
+
+def needs_critic(value: Any) -> bool:
+    """verl's rule: `critic.enable` when set, else a critic exactly for the GAE estimator (`value(key)`
+    reads the config)."""
+    enable = value("critic.enable")
+    return bool(enable) if enable is not None else (value("algorithm.adv_estimator") or "gae") == "gae"
+
+
 ENGINE_KEYS = (
     "actor_rollout_ref.model.path", "critic.model.path", "data.train_files", "data.val_files",
     "trainer.logger", "trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
@@ -346,6 +357,7 @@ class ResolvedRun:
     overrides: dict[str, Any]
     sources: dict[str, str]
     variables: dict[str, Any]
+    use_critic: bool  # derived once, by resolve(): critic.enable when set, else the GAE estimator needs one
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -360,16 +372,45 @@ class ResolvedRun:
     def paths(self) -> dict[str, str]:
         return {k: str(self.variables[k]) for k in PATH_DEFAULTS}
 
-    def get(self, key: str, default: Any = None, _seen: tuple[str, ...] = ()) -> Any:
-        """The value set for `key`; a `${other.key}` interpolation gives other.key's value (as OmegaConf)."""
-        for prefix in ("", "+", "++"):
-            if prefix + key in self.overrides:
-                value = ov.substitute(self.overrides[prefix + key], self.variables)
-                match = INTERPOLATION.match(value) if isinstance(value, str) else None
-                if match and match.group(1) not in _seen and len(_seen) < 10:
-                    return self.get(match.group(1), default, (*_seen, key))
-                return value
-        return default
+    def get(self, key: str, default: Any = _VERL_DEFAULT, kind: type | None = None) -> Any:
+        """The value verl will see for a dotted config key -- the one way to read a run's config.
+
+        Set: the last override that sets it, itself (with any +/++ prefix) or inside a parent given as
+        a mapping (`+a.b={c: 1}`), ${VAR}s substituted and a `${other.key}` interpolation followed (as
+        OmegaConf does); `~key` removes it. Unset: `default`, or when none is given verl's own default
+        for this image's verl (VerlSpec.defaults), else None. `kind` (int, float, bool, str) converts a
+        set value; with a kind, a value of None or "" counts as unset.
+        """
+        value = self._value(key, ())
+        if value is _MISSING or (kind is not None and (value is None or value == "")):
+            return self.image.spec.default(key) if default is _VERL_DEFAULT else default
+        return value if kind is None else kind(value)
+
+    def _value(self, key: str, seen: tuple[str, ...]) -> Any:
+        found, value = False, None
+        for raw_key, raw in self.overrides.items():
+            bare = ov.bare_key(raw_key)
+            if raw_key.startswith("~"):
+                if key == bare or key.startswith(bare + "."):
+                    found = False
+                continue
+            if bare == key:
+                found, value = True, ov.substitute(raw, self.variables)
+            elif key.startswith(bare + "."):
+                node = ov.substitute(raw, self.variables)
+                for part in key[len(bare) + 1:].split("."):
+                    if not isinstance(node, dict) or part not in node:
+                        node = _MISSING
+                        break
+                    node = node[part]
+                if node is not _MISSING:
+                    found, value = True, node
+        if not found:
+            return _MISSING
+        match = INTERPOLATION.match(value) if isinstance(value, str) else None
+        if match and match.group(1) not in seen and len(seen) < 10:
+            return self._value(match.group(1), (*seen, key))
+        return value
 
     @property
     def model_path(self) -> Path:
@@ -386,12 +427,6 @@ class ResolvedRun:
     @property
     def data_dir(self) -> Path:
         return Path(self.variables["DATA_DIR"]) / self.recipe.dataset.dir_name
-
-    @property
-    def use_critic(self) -> bool:
-        estimator = self.get("algorithm.adv_estimator", "gae")
-        enable = self.get("critic.enable")
-        return bool(enable) if enable is not None else estimator == "gae"
 
     @property
     def use_reference_policy(self) -> bool:
@@ -462,8 +497,7 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
         return f"{origin}: {key}"
 
     warnings += check_values(lambda key: probe.get(key, UNSET), where)
-    estimator = probe.get("algorithm.adv_estimator", "gae")
-    uses_critic = bool(probe["critic.enable"]) if probe.get("critic.enable") is not None else estimator == "gae"
+    uses_critic = needs_critic(lambda key: resolved(key, probe.get))
     lora = int(resolved("actor_rollout_ref.model.lora_rank", probe.get) or 0) > 0
 
     engine: dict[str, Any] = {
@@ -497,4 +531,4 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
             raise RecipeError(f"unknown variable(s) {', '.join(sorted(unknown))} in {key}",
                               hint=f"known variables: {', '.join(sorted(variables))}")
     return ResolvedRun(recipe=recipe, profile=prof, overrides=merged, sources=sources, variables=variables,
-                       warnings=warnings)
+                       use_critic=uses_critic, warnings=warnings)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlrecipes.memory import GIB, estimate_memory, lookup, precision
+from rlrecipes.memory import GIB, estimate_memory, precision
 from rlrecipes.models import ARCHITECTURES, lora_param_count, param_count
 from rlrecipes.preflight.inventory import Gpu
 from rlrecipes.recipe import resolve
@@ -273,17 +273,20 @@ def test_unknown_model_is_reported_not_guessed(tmp_path):
     (["+a.b={c: 1}"], "a.b.x", None),
     (["+a.b={c: 1}", "~a.b"], "a.b.c", None),
 ])
-def test_lookup_last_override_wins(overrides, key, expected):
-    class Run:
-        pass
+def test_get_last_override_wins(overrides, key, expected):
+    """ResolvedRun.get, the one accessor the planner reads the config through: parents given as mappings
+    and children given on their own, the last override that sets a key wins."""
+    run = resolve(PPO, overrides=overrides, env={})
+    assert run.get(key) == expected
 
-    run = Run()
-    from rlrecipes import overrides as ov
 
-    run.overrides = ov.parse_cli(overrides)
-    run.get = lambda k, default=None: next((run.overrides[p + k] for p in ("", "+", "++") if p + k in run.overrides),
-                                           default)
-    assert lookup(run, key) == expected
+def test_get_falls_back_to_this_verls_default_and_converts():
+    run = resolve(PPO, overrides=["actor_rollout_ref.rollout.n=3", "+a.b={c: '7'}"], env={})
+    assert run.get("actor_rollout_ref.rollout.n", kind=int) == 3
+    assert run.get("a.b.c", kind=int) == 7 and run.get("a.b.c") == "7"
+    assert run.get("actor_rollout_ref.actor.ppo_epochs") == run.image.spec.defaults["actor_rollout_ref.actor.ppo_epochs"]
+    assert run.get("actor_rollout_ref.actor.ppo_epochs", 4) == 4  # an explicit default wins over verl's
+    assert run.get("a.b.nope") is None and run.get("a.b.nope", 0, kind=int) == 0
 
 
 @pytest.mark.parametrize("recipe,profile,overrides,expected", [

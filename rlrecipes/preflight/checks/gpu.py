@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from rlrecipes.memory import MemoryEstimate, lookup, precision
+from rlrecipes.memory import MemoryEstimate, precision
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context, _cc_known, _cc_text, _engine, _no_gpu
 from rlrecipes.models import architecture
 from rlrecipes.recipe import ResolvedRun
@@ -126,7 +126,7 @@ def check_attention(ctx: Context) -> Check:
     run, gpu = ctx.run, ctx.gpu
     keys = attention_keys(run.image.spec)
     key = keys[0]
-    attn = next((value for value in (lookup(run, k) for k in keys) if value is not None), None)
+    attn = next((value for value in (run.get(k) for k in keys) if value is not None), None)
     attn = str(attn or "flash_attention_2")  # verl's default for actor, reference and critic
     has_fa = run.image.flash_attn
     rmpad = [k for k in ("actor_rollout_ref.model.use_remove_padding", "critic.model.use_remove_padding")
