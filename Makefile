@@ -32,7 +32,7 @@ VENV ?= $(VENVS)/dev
 RLRECIPES ?= $(VENV)/bin/rlrecipes
 HOST_VENV ?= $(VENVS)/host
 PYTEST_ARGS ?=
-VERL_VERSIONS := 0.5.0 0.8.0
+VERL_VERSIONS := 0.5.0 0.8.0 0.9.1
 VERL_STAMPS := $(foreach v,$(VERL_VERSIONS),$(VENVS)/verl-$(v)/.stamp)
 PROFILE_ARG = $(if $(PROFILE),--profile $(PROFILE))
 HOST_ENV = RLRECIPES_HOST_VENV=$(HOST_VENV) PYTHON=$(PYTHON)
@@ -42,7 +42,7 @@ STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 .DEFAULT_GOAL := help
 
 .PHONY: help host env envs test lint lock bench \
-	build-a100 build-p40 build-runpod build-watchdog \
+	build-a100 build-hopper build-p40 build-runpod build-watchdog \
 	plan validate launchers data model preflight train resume merge eval report monitor smoke \
 	ray-head ray-worker runpod-template
 
@@ -58,7 +58,7 @@ env: $(VENV)/.stamp ## build the CPU test environment .venvs/dev from requiremen
 $(VENV)/.stamp: requirements/dev.txt pyproject.toml
 	PYTHON=$(PYTHON) scripts/mkvenv.sh $(VENV) requirements/dev.txt
 
-envs: $(VERL_STAMPS) ## build .venvs/verl-0.5.0 and .venvs/verl-0.8.0 (real verl, CPU torch) for validation
+envs: $(VERL_STAMPS) ## build .venvs/verl-0.5.0, -0.8.0 and -0.9.1 (real verl, CPU torch) for validation
 
 $(VENVS)/verl-%/.stamp: requirements/verl-%-cpu.txt pyproject.toml
 	PYTHON=$(PYTHON) scripts/mkvenv.sh $(VENVS)/verl-$* requirements/verl-$*-cpu.txt --with-repo
@@ -80,6 +80,10 @@ bench: env ## run every benchmarks/bench_*.py and print their figures
 build-a100: ## build the A100/H100 image (verl 0.8.0, vLLM, CUDA 12.8); needs a GPU host
 	scripts/require-gpu.sh build-a100 a100
 	$(HOST_ENV) scripts/build-image.sh a100
+
+build-hopper: ## build the Hopper image (verl 0.9.1, vLLM 0.24, CUDA 13.0, driver >= 580); needs a GPU host
+	scripts/require-gpu.sh build-hopper hopper
+	$(HOST_ENV) scripts/build-image.sh hopper
 
 build-p40: ## build the P40 image (verl 0.5.0 patched, HF rollout, CUDA 11.8); needs a GPU host
 	scripts/require-gpu.sh build-p40 p40

@@ -75,6 +75,18 @@ IMAGES: dict[str, Image] = {
         flash_attn=True,
         notes="BF16, FlashAttention-2, vLLM 0.11.0 async rollout",
     ),
+    "hopper": Image(
+        name="hopper",
+        dockerfile="docker/hopper.Dockerfile",
+        base="nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04",
+        cuda="13.0.2",
+        torch="2.11.0",
+        python="3.12",
+        verl="0.9.1",
+        rollout_engines=("vllm",),
+        min_driver="580",
+        notes="BF16, SDPA attention, vLLM 0.24.0 async rollout, transformers 5.9.0; Hopper (sm_90) and newer",
+    ),
     "p40": Image(
         name="p40",
         dockerfile="docker/p40.Dockerfile",

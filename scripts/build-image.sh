@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build one image from docker/<name>.Dockerfile, tagged as rlrecipes/images.py says.
-#   build-image.sh a100|p40|watchdog [--standin] [--runpod] [extra docker build args...]
+#   build-image.sh a100|hopper|p40|watchdog [--standin] [--runpod] [extra docker build args...]
 # --standin: CI mode against the stand-in base images (scripts/ci/standin-bases.sh): no GPU wheels, the
 # base's own Python; tagged rlrecipes/<name>:standin so it can never be mistaken for the real image.
 # --runpod (a100 only): on RunPod's PyTorch base (rlrecipes/images.py RUNPOD_BASE), whose /start.sh gives SSH
@@ -8,7 +8,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-name=${1:?usage: build-image.sh a100|p40|watchdog [--standin] [docker build args...]}
+name=${1:?usage: build-image.sh a100|hopper|p40|watchdog [--standin] [docker build args...]}
 shift
 standin=0
 runpod=0
@@ -22,7 +22,7 @@ done
 if [ "$runpod" = 1 ] && [ "$name" != a100 ]; then echo "error: --runpod is for the a100 image" >&2; exit 2; fi
 
 dockerfile="$repo/docker/$name.Dockerfile"
-[ -f "$dockerfile" ] || { echo "error: no $dockerfile (images: a100, p40, watchdog)" >&2; exit 2; }
+[ -f "$dockerfile" ] || { echo "error: no $dockerfile (images: a100, hopper, p40, watchdog)" >&2; exit 2; }
 
 case "$name" in
     watchdog) tag="rlrecipes/watchdog:py3.12" ;;

@@ -25,7 +25,7 @@ from pathlib import Path
 
 # Wheels that need a CUDA base image (or are the CUDA runtime itself). Names as normalised in the lock.
 GPU_ONLY = re.compile(
-    r"^(torch|torchvision|torchaudio|triton|vllm|xformers|flashinfer(-python)?|flash-attn|cupy-cuda\d+x?"
+    r"^(torch|torchvision|torchaudio|triton|vllm|xformers|flashinfer(-python|-cubin)?|flash-attn|cupy-cuda\d+x?"
     r"|nvidia-(?!ml-py$)[a-z0-9-]+)$"
 )
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PINS_DIR = REPO / "docker" / "pins"
-IMAGES = ("a100", "p40")
+IMAGES = ("a100", "hopper", "p40")
 
 
 def uv_binary() -> str:

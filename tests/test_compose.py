@@ -16,9 +16,11 @@ import yaml
 from support.docker import compose_binary, docker_env  # noqa: F401
 
 from rlrecipes.images import IMAGES
+from rlrecipes.recipe import load_profile, load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
-TRAINERS = {"a100-grpo": ("a100", "qwen2.5-3b-gsm8k-grpo-lora"), "p40-ppo": ("p40", "qwen2.5-0.5b-gsm8k-ppo")}
+TRAINERS = {"a100-grpo": ("a100", "qwen2.5-3b-gsm8k-grpo-lora"), "p40-ppo": ("p40", "qwen2.5-0.5b-gsm8k-ppo"),
+            "hopper-grpo": ("hopper", "qwen2.5-3b-gsm8k-grpo-lora")}
 VOLUMES = {"data": "/workspace/data", "models": "/workspace/models", "checkpoints": "/workspace/checkpoints",
            "hf-cache": "/workspace/hf-cache", "logs": "/workspace/logs"}
 
@@ -40,6 +42,7 @@ def compose_config(*profiles: str) -> dict:
     ((), {"watchdog"}),
     (("a100",), {"watchdog", "a100-grpo"}),
     (("p40",), {"watchdog", "p40-ppo"}),
+    (("hopper",), {"watchdog", "hopper-grpo"}),
     (("a100", "p40"), {"watchdog", "a100-grpo", "p40-ppo"}),
 ])
 def test_profiles_select_services(profiles, services):
@@ -54,6 +57,10 @@ def test_trainer_service_shape(service):
     assert svc["image"] == IMAGES[image_name].tag
     assert svc["build"]["dockerfile"] == IMAGES[image_name].dockerfile
     assert svc["environment"]["RECIPE"] == recipe
+    if svc["environment"].get("PROFILE"):  # a default profile must run this recipe on this service's image
+        profile = svc["environment"]["PROFILE"]
+        assert profile in load_recipe(recipe).profiles
+        assert load_profile(profile).image_name == image_name
     assert svc["command"] == ["run"]
     (device,) = svc["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
@@ -80,7 +87,7 @@ def test_secrets_come_from_an_env_file_and_never_from_the_image():
         assert env_files == [{"path": ".env", "required": False}]
         for secret in ("HF_TOKEN", "WANDB_API_KEY"):
             assert secret not in raw["services"][service].get("environment", {})
-    for dockerfile in ("docker/a100.Dockerfile", "docker/p40.Dockerfile"):
+    for dockerfile in sorted({image.dockerfile for image in IMAGES.values()}):
         text = (REPO / dockerfile).read_text()
         assert "HF_TOKEN" not in text and "WANDB_API_KEY" not in text
         assert "COPY .env" not in text

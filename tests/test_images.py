@@ -59,7 +59,10 @@ def test_lock_matches_image_table(name):
     versions = lock_versions(name)
     assert versions["verl"] == image.verl
     assert lock_python(name) == image.python
-    assert versions["transformers"].startswith("4."), "verl 0.5.0 and vLLM 0.11 need transformers 4.x"
+    if name == "hopper":
+        assert versions["transformers"] == "5.9.0", "verl 0.9.1's vllm extra pins transformers 5.9.0"
+    else:
+        assert versions["transformers"].startswith("4."), "verl 0.5.0 and vLLM 0.11 need transformers 4.x"
 
 
 def test_a100_lock_has_the_cuda_12_8_stack():
@@ -69,6 +72,23 @@ def test_a100_lock_has_the_cuda_12_8_stack():
     assert versions["nvidia-cuda-runtime-cu12"].startswith("12.8."), "torch 2.8.0 from PyPI is the cu128 build"
     args = arg_defaults(IMAGES["a100"].dockerfile)
     assert args["VLLM_VERSION"] == versions["vllm"]
+
+
+def test_hopper_lock_has_the_cuda_13_stack():
+    versions = lock_versions("hopper")
+    args = arg_defaults(IMAGES["hopper"].dockerfile)
+    assert versions["torch"] == IMAGES["hopper"].torch == "2.11.0"
+    assert versions["vllm"] == args["VLLM_VERSION"] == "0.24.0"
+    assert versions["transformers"] == args["TRANSFORMERS_VERSION"]
+    # torch 2.11.0 from PyPI is the CUDA 13.0 build: its runtime wheels, not the cu12 ones
+    assert versions["cuda-toolkit"].startswith("13.0."), versions["cuda-toolkit"]
+    assert versions["nvidia-cuda-runtime"].startswith("13.0."), versions["nvidia-cuda-runtime"]
+    assert not [n for n in versions if n.endswith("-cu12")], "CUDA 12 wheels in the CUDA 13 image"
+    assert IMAGES["hopper"].cuda.startswith("13.0.") and IMAGES["hopper"].min_driver == "580"
+    # verl 0.9.1's V1 trainer imports transfer_queue; its numpy floor is 2
+    assert "transferqueue" in versions and versions["numpy"].startswith("2.")
+    assert "flash-attn" not in versions, "flash-attn comes only from the optional WITH_FLASH_ATTN step"
+    assert args["WITH_FLASH_ATTN"] == "0"
 
 
 def test_p40_lock_leaves_torch_and_sm70_only_packages_out():
@@ -91,7 +111,7 @@ def test_compose_default_image_is_the_table_tag(name):
 
 def test_standin_bases_cover_every_dockerfile_base():
     bases = dockerfile_bases()
-    assert {IMAGES["a100"].base, IMAGES["p40"].base} <= bases
+    assert {image.base for image in IMAGES.values()} <= bases
     assert bases <= standin_tags(), f"no stand-in for {bases - standin_tags()}: CI could not build it"
 
 

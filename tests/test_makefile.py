@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ["help", "env", "envs", "test", "build-a100", "build-p40", "build-watchdog", "data", "model",
+STAGES = ["help", "env", "envs", "test", "build-a100", "build-hopper", "build-p40", "build-watchdog", "data", "model",
           "preflight", "plan", "validate", "launchers", "train", "resume", "merge", "eval", "report", "monitor",
           "smoke", "lock", "lint", "bench", "ray-head", "ray-worker", "runpod-template"]
-GPU_TARGETS = ["build-a100", "build-p40", "train"]
+GPU_TARGETS = ["build-a100", "build-hopper", "build-p40", "train"]
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
 
@@ -112,10 +112,10 @@ def test_env_stamps_make_the_environments_idempotent(tmp_path):
     # No stamps: `make -q` reports out of date and `make -n` shows the builds.
     assert make("-q", "envs", f"VENVS={venvs}").returncode == 1
     dry = make("-n", "envs", f"VENVS={venvs}").stdout
-    for version in ("0.5.0", "0.8.0"):
+    for version in ("0.5.0", "0.8.0", "0.9.1"):
         assert f"scripts/mkvenv.sh {venvs}/verl-{version} requirements/verl-{version}-cpu.txt --with-repo" in dry
     # Stamps newer than their inputs: up to date, nothing to run.
-    for name in ("dev", "verl-0.5.0", "verl-0.8.0"):
+    for name in ("dev", "verl-0.5.0", "verl-0.8.0", "verl-0.9.1"):
         (venvs / name).mkdir(parents=True)
         (venvs / name / ".stamp").write_text("built\n")
     assert make("-q", "env", "envs", f"VENVS={venvs}", f"VENV={venvs}/dev").returncode == 0
@@ -123,14 +123,14 @@ def test_env_stamps_make_the_environments_idempotent(tmp_path):
     future = time.time() + 5
     os.utime(venvs / "verl-0.5.0" / ".stamp", (future - 3600, future - 3600))
     dry = make("-n", "envs", f"VENVS={venvs}").stdout
-    assert "verl-0.5.0" in dry and "verl-0.8.0" not in dry
+    assert "verl-0.5.0" in dry and "verl-0.8.0" not in dry and "verl-0.9.1" not in dry
 
 
 def test_test_target_builds_the_environments_first():
     dry = make("-n", "test", "VENVS=/nonexistent/venvs", "VENV=/nonexistent/venvs/dev").stdout.splitlines()
     assert dry[-1].strip() == "/nonexistent/venvs/dev/bin/python -m pytest"
     assert any("mkvenv.sh /nonexistent/venvs/dev requirements/dev.txt" in line for line in dry)
-    assert sum("mkvenv.sh /nonexistent/venvs/verl-" in line for line in dry) == 2
+    assert sum("mkvenv.sh /nonexistent/venvs/verl-" in line for line in dry) == 3
 
 
 def test_mbake_validates_the_makefile():

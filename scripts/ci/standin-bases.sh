@@ -16,6 +16,7 @@ mirror=${STANDIN_MIRROR:-http://deb.debian.org/debian}
 TAGS=(
     "nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04"
     "nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04"
+    "nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04"
     "python:3.12-slim"
     "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 )
