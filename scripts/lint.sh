@@ -23,7 +23,7 @@ compose() {
 
 compose_profiles() {
     local profile
-    for profile in "" a100 p40; do
+    for profile in "" a100 hopper p40; do
         compose ${profile:+--profile "$profile"} config -q || return 1
     done
 }
