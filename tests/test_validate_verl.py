@@ -1,4 +1,5 @@
-"""Validation against the real verl each image pins (0.5.0 for P40 profiles, 0.8.0 otherwise), in the
+"""Validation against the real verl each image pins (0.5.0 for P40 profiles, 0.8.0 for A100/H100 profiles,
+0.9.1 for the Hopper image's profiles), in the
 CPU environments `make envs` builds. These are the acceptance cases of the recipe engine."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 def envs(verl_python):
     verl_python("0.5.0")
     verl_python("0.8.0")
+    verl_python("0.9.1")
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +53,11 @@ CASES = {
     "type_bool": ("smoke-grpo-lora", ["trainer.val_before_train=1"]),
     "add_existing": ("smoke-grpo-lora", ["+trainer.total_epochs=3"]),
     "delete_missing": ("smoke-grpo-lora", ["~trainer.no_such_key"]),
+    # the Hopper image (verl 0.9.1)
+    "batch15_h200x2": ("qwen2.5-3b-gsm8k-grpo-lora", ["data.train_batch_size=15"], "h200-141gb-2gpu"),
+    "lora1024_h200": ("qwen2.5-3b-gsm8k-grpo-lora", ["actor_rollout_ref.model.lora_rank=1024"], "h200-141gb"),
+    "hf_hopper": ("smoke-grpo-lora", ["actor_rollout_ref.rollout.name=hf"], "any-1gpu-hopper"),
+    "misspelled_hopper": ("smoke-ppo", ["critic.ppo_micro_batchsize_per_gpu=2"], "any-1gpu-hopper"),
 }
 
 
@@ -58,20 +65,24 @@ CASES = {
 def case(envs):
     """All single-run cases validated in one verl process per version (verl's import is the cost)."""
     names = list(CASES)
-    results = validate_runs([resolve(CASES[n][0], overrides=CASES[n][1]) for n in names])
+    results = validate_runs([resolve(CASES[n][0], overrides=CASES[n][1], profile=(CASES[n][2:] or [None])[0])
+                             for n in names])
     return dict(zip(names, results))
 
 
 def test_every_shipped_recipe_on_every_profile_passes_real_verl(models_dir):
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
     runs = [resolve(n, profile=p, env=env) for n in list_recipes() for p in load_recipe(n).profiles]
-    assert len(runs) >= 7
+    assert len(runs) >= 12
     results = validate_runs(runs)
     failures = [r.describe() for r in results if not r.ok]
     assert failures == []
     versions = {(r.run.name, r.run.profile.name): r.verl for r in results}
     assert versions[("qwen2.5-0.5b-gsm8k-ppo", "p40-24gb")] == "0.5.0"
     assert versions[("qwen2.5-3b-gsm8k-grpo-lora", "a100-80gb")] == "0.8.0"
+    for name, profile in (("qwen2.5-3b-gsm8k-grpo-lora", "h200-141gb"), ("qwen2.5-3b-gsm8k-grpo-lora", "h200-141gb-2gpu"),
+                          ("smoke-grpo-lora", "any-1gpu-hopper"), ("smoke-ppo", "any-1gpu-hopper")):
+        assert versions[(name, profile)] == "0.9.1"
     by_key = {(r.run.name, r.run.profile.name): r for r in results}
     composed = by_key[("qwen2.5-3b-gsm8k-grpo-lora", "a100-80gb")].config
     assert composed["trainer"]["max_actor_ckpt_to_keep"] == 3
@@ -166,3 +177,29 @@ def test_python_dash_m_works(envs):
 def test_wrong_types_and_bad_prefixes_are_named(case, name, message):
     assert not case[name].ok
     assert message in case[name].message
+
+
+def test_hopper_image_runs_verl_091_checks(case):
+    """verl 0.9.1's own checks fire on the Hopper profiles: batch divisibility over 2 GPUs, vLLM's LoRA rank
+    list, the rollout registry (no HF rollout after 0.5), unknown keys with the nearest names."""
+    assert {case[n].verl for n in ("batch15_h200x2", "lora1024_h200", "hf_hopper", "misspelled_hopper")} == {"0.9.1"}
+    assert case["batch15_h200x2"].message == ("AssertionError: real_train_batch_size (75) must be divisible by "
+                                              "minimal possible batch size (2)")
+    assert "lora_rank must be less than or equal to 512" in case["lora1024_h200"].message
+    assert "Rollout hf with mode async not found" in case["hf_hopper"].message
+    misspelled = case["misspelled_hopper"]
+    assert misspelled.kind == "unknown_key" and "critic.ppo_micro_batch_size_per_gpu" in misspelled.suggestions
+
+
+def test_hopper_profile_composes_the_091_config(models_dir):
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    (result,) = validate_runs([resolve("qwen2.5-3b-gsm8k-grpo-lora", profile="h200-141gb", env=env)])
+    assert result.ok and result.verl == "0.9.1"
+    model = result.config["actor_rollout_ref"]["model"]
+    # 0.9.1 reads the key without the underscore (0.5.0's `_attn_implementation` is ignored there)
+    assert model["override_config"] == {"attn_implementation": "sdpa"}
+    assert model["lora_rank"] == 64 and model["use_remove_padding"] is True
+    rollout = result.config["actor_rollout_ref"]["rollout"]
+    assert (rollout["name"], rollout["mode"], rollout["gpu_memory_utilization"]) == ("vllm", "async", 0.6)
+    assert result.config["trainer"]["logger"] == ["console", "file"]
+    assert result.config["trainer"]["n_gpus_per_node"] == 1

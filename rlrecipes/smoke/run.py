@@ -179,7 +179,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def detect_profile() -> str:
-    """The smoke profile for the stack installed here: vLLM -> A100 stack, else the P40 stack."""
+    """The smoke profile for the stack installed here: the Hopper image's verl -> Hopper stack, other vLLM ->
+    A100 stack, else the P40 stack."""
+    from rlrecipes.images import IMAGES
+    from rlrecipes.verlenv import installed_verl
+
+    if installed_verl() == IMAGES["hopper"].verl:
+        return "any-1gpu-hopper"
     return "any-1gpu-vllm" if importlib.util.find_spec("vllm") is not None else "any-1gpu"
 
 
@@ -309,7 +315,8 @@ def smoke_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipe", action="append", choices=SMOKE_RECIPES, default=None,
                         help="run only this smoke recipe (repeatable; default: all)")
     parser.add_argument("--profile", default=None,
-                        help="profile to run on (default: any-1gpu-vllm where vLLM is installed, else any-1gpu)")
+                        help="profile to run on (default: any-1gpu-hopper in the Hopper image, any-1gpu-vllm where "
+                             "vLLM is installed, else any-1gpu)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per launch before it is killed")
     parser.add_argument("--quiet", action="store_true", help="do not echo training output")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every launch")
