@@ -67,6 +67,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 # Dependencies before source: this layer is rebuilt only when the lock changes.
 COPY docker/hopper.lock /opt/rlrecipes/docker/hopper.lock
 COPY scripts/install-lock.py /opt/rlrecipes/scripts/install-lock.py
+COPY rlrecipes/images.py /opt/rlrecipes/rlrecipes/images.py
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then set -- --skip-gpu; fi; \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/hopper.lock "$@"
@@ -92,7 +93,8 @@ assert torch.version.cuda.startswith('13.0'), torch.version.cuda; \
 assert vllm.__version__ == '${VLLM_VERSION}', vllm.__version__; \
 assert verl.__version__ == '${VERL_VERSION}', verl.__version__; \
 assert transformers.__version__ == '${TRANSFORMERS_VERSION}', transformers.__version__; \
-print('torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__)"
+print('torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__)" \
+    && python /opt/rlrecipes/rlrecipes/images.py check-torch hopper
 
 # The project itself last: editing a recipe rebuilds only these layers.
 # README.m[d]: setuptools reads it for the package metadata; the glob keeps a checkout without it buildable.

@@ -85,6 +85,10 @@ IMAGES: dict[str, Image] = {
         verl="0.9.1",
         rollout_engines=("vllm",),
         min_driver="580",
+        # torch 2.11.0+cu130 and vLLM 0.24.0 also run on sm_80, but the image is built and proven for Hopper
+        min_capability="9.0",
+        kernels_min_capability="7.5",
+        flash_attn=False,
         notes="BF16, SDPA attention, vLLM 0.24.0 async rollout, transformers 5.9.0; Hopper (sm_90) and newer",
     ),
     "p40": Image(

@@ -164,6 +164,8 @@ def test_torch_runs_on_cubin_and_ptx_rules(flags, capability, runs):
     ("p40", TORCH_ARCHS["2.6.0+cu118"], 0),
     ("p40", TORCH_ARCHS["2.7.0+cu128"], 1),
     ("a100", TORCH_ARCHS["2.7.0+cu128"], 0),
+    ("hopper", TORCH_ARCHS["2.7.0+cu128"], 0),
+    ("hopper", "sm_75 sm_80 sm_86", 1),      # a torch without Hopper kernels fails the Hopper image's build
 ])
 def test_dockerfiles_run_the_capability_check(tmp_path, name, flags, code):
     """The build step itself: `python images.py check-torch NAME` as a file, against a torch that reports `flags`."""

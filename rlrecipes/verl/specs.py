@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-# verl's defaults for the keys the planner and the memory model read (ppo_trainer.yaml; identical in
-# 0.5.0 and 0.8.0). A spec whose verl changed one of them overrides it in its own `defaults`.
+# verl's defaults for the keys the planner and the memory model read (ppo_trainer.yaml composed by Hydra;
+# identical in 0.5.0, 0.8.0 and 0.9.1). A spec whose verl changed one of them overrides it in its own `defaults`.
 COMMON_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "actor_rollout_ref.rollout.n": 1,
     "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
     "actor_rollout_ref.actor.ppo_epochs": 1,
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
-    "actor_rollout_ref.model.enable_gradient_checkpointing": False,
+    "actor_rollout_ref.model.enable_gradient_checkpointing": True,
     "critic.model.enable_gradient_checkpointing": True,
     "trainer.total_epochs": 30,
     "trainer.total_training_steps": None,
@@ -107,7 +107,34 @@ V0_8_0 = VerlSpec(
     validator="validate_config",
 )
 
-SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0)}
+# The Hopper image. Same config layout and checks as 0.8.0 (verified by composing both trees: the keys above,
+# the rollout registry and validate_config are unchanged); what moved is outside the keys we set:
+# - the V1 trainer is the default (trainer.use_v1: true, TaskRunnerV1, imports transfer_queue). The launchers
+#   keep it: the legacy trainer (verl.trainer.main_ppo_v0 / trainer.use_v1=false) is deprecated and warns, both
+#   initialised the same launcher on an H200 and both failed alike at the first LoRA sync, so the legacy one
+#   buys nothing; checkpoints, tracker, file logger and metric names are the same (smoke/run.py reads both
+#   trainers' resume messages).
+# - actor_rollout_ref.rollout.calculate_log_probs defaults to True (False in 0.8.0): the rollout-vs-actor
+#   metrics rlrecipes.rollout_sync reads are logged by default.
+V0_9_1 = VerlSpec(
+    version="0.9.1",
+    # FACTS: on 0.9.1 the key is attn_implementation, without the underscore
+    attn_key="+actor_rollout_ref.model.override_config.attn_implementation",
+    critic_attn_key="+critic.model.override_config.attn_implementation",
+    critic_fsdp="critic.fsdp",
+    reward_path_key="reward.custom_reward_function.path",
+    reward_name_key="reward.custom_reward_function.name",
+    reward_kwargs_key="+reward.custom_reward_function.reward_kwargs",
+    ray_init_prefix="ray_kwargs.ray_init.",
+    rollout_engines=("vllm", "sglang", "trtllm"),
+    file_logger=True,
+    ray_init_whole_mapping=True,
+    fp32_by_config=False,
+    lora_hf_rollout_needs_orig_params=False,
+    validator="validate_config",
+)
+
+SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0, V0_9_1)}
 
 
 def spec_for(version: str) -> VerlSpec:
