@@ -49,7 +49,7 @@ CASES = {
     "batch15_a100": ("qwen2.5-3b-gsm8k-grpo-lora", ["data.train_batch_size=15"]),
     "batch15_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["data.train_batch_size=15"]),
     "hf_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.rollout.name=hf"]),
-    "type_int": ("smoke-grpo-lora", ["data.train_batch_size=abc"]),
+    "type_int": ("smoke-grpo-lora", ["trainer.log_val_generations=abc"]),  # a key rlrecipes.values leaves to verl
     "type_bool": ("smoke-grpo-lora", ["trainer.val_before_train=1"]),
     "add_existing": ("smoke-grpo-lora", ["+trainer.total_epochs=3"]),
     "delete_missing": ("smoke-grpo-lora", ["~trainer.no_such_key"]),
@@ -168,7 +168,7 @@ def test_python_dash_m_works(envs):
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("type_int", "'data.train_batch_size' must be an integer (verl's default is 1024), got 'abc'"),
+        ("type_int", "'trainer.log_val_generations' must be an integer (verl's default is 0), got 'abc'"),
         ("type_bool", "'trainer.val_before_train' must be a boolean"),
         ("add_existing", "Could not append to config. An item is already at 'trainer.total_epochs'"),
         ("delete_missing", "Could not delete from config. 'trainer.no_such_key' does not exist"),
