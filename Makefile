@@ -10,7 +10,7 @@
 RECIPE ?= qwen2.5-3b-gsm8k-grpo-lora
 # Empty = the recipe's own profile (recipes/profiles/<name>.yaml), e.g. PROFILE=h100-80gb.
 PROFILE ?=
-# Docker's --gpus value for the stages that run in the image: all, 1, '"device=0,1"'.
+# GPUs compose.yaml reserves for the stages that run in the image: all or a count (scripts/in-image.sh).
 GPUS ?= all
 # Run name under CKPT_DIR/LOG_DIR that merge/eval/report read (default: the recipe's own run).
 RUN ?= $(RECIPE)

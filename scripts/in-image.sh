@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Run an entry-point stage where it belongs: directly when already inside an rlrecipes image
-# (RLRECIPES_IN_IMAGE=1), else in the recipe's image with `docker run` (GPUs, shm, memlock, the volumes).
-#   in-image.sh STAGE [ARGS...]        environment: RECIPE, PROFILE, GPUS (docker --gpus value), SHM_SIZE
+# (RLRECIPES_IN_IMAGE=1), else in the recipe's image through `docker compose run --rm`, so compose.yaml is the
+# one definition of a stage's container (image, GPUs, shm, ulimits, volumes, .env, stop grace period).
+#   in-image.sh STAGE [ARGS...]        environment: RECIPE, PROFILE, GPUS (all, a count, or none), IMAGE
+# Services: <a100|p40>-grpo/-ppo reserve GPUs and start the watchdog first (run, train, resume); the
+# <a100|p40>-cpu twins run the stages that need no GPU (GPUS=none: data, model, report).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,27 +19,35 @@ fi
 : "${PROFILE:=}"
 command -v docker >/dev/null || { echo "error: docker not found; install Docker and the NVIDIA Container Toolkit" >&2; exit 2; }
 
-# The recipe engine needs PyYAML: the light host environment (scripts/host-python.sh) has it, torch-free.
-if [ -z "${IMAGE:-}" ]; then python=$("$repo/scripts/host-python.sh"); fi
-image=${IMAGE:-$("$python" -c 'import sys
+# The recipe engine picks the image family (a100, p40); the light host environment has it, torch-free.
+python=$("$repo/scripts/host-python.sh")
+family=$("$python" -c 'import sys
 from rlrecipes.recipe import resolve
-print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).image.tag)' "$RECIPE" "$PROFILE")}
+print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).image.name)' "$RECIPE" "$PROFILE")
 
-# The same named volumes as compose.yaml (project name "rlrecipes"), so make and compose share state.
-# --stop-timeout: `docker stop` waits this long before SIGKILL (default 10 s), so the launcher's stop guard can
-# let a checkpoint save in flight finish (rlrecipes/verl/stopguard.py waits up to 100 s), as compose.yaml's
-# stop_grace_period does.
-args=(--rm --shm-size "${SHM_SIZE:-16g}" --stop-timeout "${STOP_TIMEOUT:-120}"
-      --ulimit memlock=-1 --ulimit stack=67108864
-      -e RECIPE="$RECIPE" -e PROFILE="$PROFILE"
-      -v rlrecipes_data:/workspace/data -v rlrecipes_models:/workspace/models
-      -v rlrecipes_checkpoints:/workspace/checkpoints -v rlrecipes_hf-cache:/workspace/hf-cache
-      -v rlrecipes_logs:/workspace/logs)
-# GPUS=none runs a CPU-only stage (report) in the image on a host without the NVIDIA runtime.
-if [ "${GPUS:-all}" != none ]; then args+=(--gpus "${GPUS:-all}"); fi
+gpus=${GPUS:-all}
+case "$family:$gpus" in
+    *:none) service=$family-cpu ;;
+    a100:*) service=a100-grpo ;;
+    p40:*) service=p40-ppo ;;
+    *) echo "error: compose.yaml has no service for image '$family'" >&2; exit 2 ;;
+esac
+upper=$(printf '%s' "$family" | tr '[:lower:]' '[:upper:]')
+env_args=()
+if [ "$gpus" != none ]; then
+    case "$gpus" in
+        all | [1-9] | [1-9][0-9]) env_args+=("${upper}_GPUS=$gpus") ;;  # compose.yaml: count: ${A100_GPUS:-all}
+        *) echo "error: GPUS=$gpus: compose reserves GPUs by count; use GPUS=all or a number (or CUDA_VISIBLE_DEVICES" \
+                "in .env to pick devices)" >&2; exit 2 ;;
+    esac
+fi
+if [ -n "${IMAGE:-}" ]; then env_args+=("${upper}_IMAGE=$IMAGE"); fi
+
+args=(--rm -e RECIPE="$RECIPE" -e PROFILE="$PROFILE")
+# Training stages wait for a healthy watchdog (compose.yaml depends_on); the others do not start it.
+case "$stage" in run | train | resume) ;; *) args+=(--no-deps) ;; esac
 # Reports land on the host, beside the repository.
 if [ "$stage" = report ]; then mkdir -p "$repo/reports"; args+=(-v "$repo/reports:/workspace/reports"); fi
-if [ -f "$repo/.env" ]; then args+=(--env-file "$repo/.env"); fi
-if [ -t 0 ] && [ -t 1 ]; then args+=(-it); fi
+if ! { [ -t 0 ] && [ -t 1 ]; }; then args+=(-T); fi
 
-exec docker run "${args[@]}" "$image" "$stage" "$@"
+exec env ${env_args[@]+"${env_args[@]}"} docker compose -f "$repo/compose.yaml" run "${args[@]}" "$service" "$stage" "$@"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -96,12 +97,21 @@ def test_secrets_come_from_an_env_file_and_never_from_the_image():
     assert "HF_TOKEN=" in example and "WANDB_API_KEY=" in example
 
 
-def test_volume_names_are_shared_with_make():
-    config = compose_config()
+def test_make_runs_stages_through_compose_services():
+    """make's stages (scripts/in-image.sh) use compose.yaml's services, so one definition serves both; the old
+    script repeated the trainer settings in a `docker run` line and only its volume names were checked."""
+    config = compose_config("a100", "p40", "a100-cpu", "p40-cpu")
     assert config["name"] == "rlrecipes"
     script = (REPO / "scripts" / "in-image.sh").read_text()
-    for volume, target in VOLUMES.items():
-        assert f"rlrecipes_{volume}:{target}" in script
+    assert "docker compose -f" in script and " run " in script and "docker run" not in script
+    services = config["services"]
+    for gpu, cpu in (("a100-grpo", "a100-cpu"), ("p40-ppo", "p40-cpu")):
+        # the CPU twin is the same container without GPUs and without waiting for the watchdog
+        assert services[cpu]["image"] == services[gpu]["image"]
+        for key in ("volumes", "shm_size", "ulimits", "env_file", "stop_grace_period"):
+            assert services[cpu].get(key) == services[gpu].get(key), key
+        assert "deploy" not in services[cpu] and "depends_on" not in services[cpu]
+        assert {v["source"]: v["target"] for v in services[cpu]["volumes"]} == VOLUMES
 
 
 # --------------------------------------------------------------------------------------------- with a daemon
@@ -195,3 +205,40 @@ def test_without_the_watchdog_the_same_writer_runs_out_of_space(docker_env, watc
         assert f"saver: step {STEPS} saved" not in logs
     finally:
         docker_env.compose(*files, "down", "-v", "--remove-orphans", check=False, timeout=120)
+
+
+@pytest.mark.parametrize(("gpus", "stage", "service", "count_env"), [
+    ("all", "preflight", "p40-ppo", "P40_GPUS=all"),
+    ("2", "run", "p40-ppo", "P40_GPUS=2"),
+    ("none", "data", "p40-cpu", None),
+])
+def test_in_image_picks_the_compose_service(tmp_path, gpus, stage, service, count_env):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\nenv | grep -E "^P40_(GPUS|IMAGE)=" > "$LOG.env"\n'
+                                    'printf "%s\\n" "$@" > "$LOG"\n')
+    (bin_dir / "docker").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(tmp_path / "argv"), "RLRECIPES_PYTHON": sys.executable,
+           "PYTHONPATH": str(REPO), "RECIPE": "qwen2.5-0.5b-gsm8k-ppo", "GPUS": gpus, "IMAGE": "my/p40:dev"}
+    proc = subprocess.run(["bash", "scripts/in-image.sh", stage, "x=1"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:4] == ["compose", "-f", str(REPO / "compose.yaml"), "run"]
+    assert argv[-3:] == [service, stage, "x=1"]
+    assert ("--no-deps" in argv) is (stage != "run")  # training waits for the watchdog
+    env_lines = (tmp_path / "argv.env").read_text().split()
+    assert "P40_IMAGE=my/p40:dev" in env_lines and (count_env is None or count_env in env_lines)
+
+
+def test_in_image_refuses_a_gpu_device_list(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "RLRECIPES_PYTHON": sys.executable, "PYTHONPATH": str(REPO),
+           "RECIPE": "qwen2.5-0.5b-gsm8k-ppo", "GPUS": '"device=0,1"'}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "docker").chmod(0o755)
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    proc = subprocess.run(["bash", "scripts/in-image.sh", "train"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "compose reserves GPUs by count" in proc.stderr

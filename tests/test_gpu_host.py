@@ -45,6 +45,52 @@ def parse_run(argv: list[str]) -> dict:
             "stop_timeout": int(opts.get("--stop-timeout", ["10"])[-1])}
 
 
+def _seconds(text: str) -> int:
+    """Compose's durations as `config` prints them: 2m0s, 90s, 1h2m3s."""
+    total, number = 0, ""
+    for char in str(text):
+        if char.isdigit():
+            number += char
+        else:
+            total += int(number or 0) * {"h": 3600, "m": 60, "s": 1}[char]
+            number = ""
+    return total
+
+
+def compose_run(call: dict) -> dict:
+    """`docker compose ... run [OPTIONS] SERVICE STAGE ARGS...` -> the same fields as parse_run, from the service
+    compose.yaml defines (as the real Compose resolved it) plus the run's own -e/-v options."""
+    argv = call["argv"]
+    i = argv.index("run")
+    opts: dict[str, list[str]] = {}
+    j = i + 1
+    while argv[j].startswith("-"):
+        if argv[j] in ("-e", "-v"):
+            opts.setdefault(argv[j], []).append(argv[j + 1])
+            j += 2
+        else:
+            opts.setdefault(argv[j], []).append("")
+            j += 1
+    (service,) = call["services"]
+    svc = call["config"]["services"][service]
+    devices = svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+    volumes = {f"rlrecipes_{v['source']}:{v['target']}" for v in svc.get("volumes", []) if v["type"] == "volume"}
+    env = {k: v for k, v in (svc.get("environment") or {}).items() if k in ("RECIPE", "PROFILE")}
+    env.update(dict(item.split("=", 1) for item in opts.get("-e", [])))
+    return {"service": service, "image": svc["image"], "stage": argv[j + 1], "args": argv[j + 2:],
+            # `config` prints count: all as -1
+            "gpus": ("all" if int(devices[0]["count"]) == -1 else str(devices[0]["count"])) if devices else None, "volumes": volumes | set(opts.get("-v", [])),
+            "env": env, "shm": f"{int(svc.get('shm_size', 0)) // 1024**3}g",
+            "stop_timeout": _seconds(svc.get("stop_grace_period", "10s")),
+            "watchdog": "--no-deps" not in opts and "watchdog" in svc.get("depends_on", {})}
+
+
+def stage_runs(calls: list[dict]) -> list[dict]:
+    """Every stage container the calls would start, from `docker run` or `docker compose run`."""
+    return [parse_run(c["argv"]) if c["argv"][0] == "run" else compose_run(c)
+            for c in calls if c["argv"][0] == "run" or (c["argv"][0] == "compose" and "run" in c["argv"])]
+
+
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory):
     """One fresh clone for the module; its .venvs/host is made by the first command that needs it."""
@@ -92,8 +138,10 @@ def test_doc_block_runs_on_a_fresh_clone_up_to_the_gpu(clone, tmp_path, block, h
         if argv[0] == "build":
             assert argv[argv.index("-f") + 1].endswith(f"docker/{family}.Dockerfile"), argv
             assert argv[argv.index("-t") + 1] == image.tag
-        elif argv[0] == "run":
-            run = parse_run(argv)
+        elif argv[0] == "run" or (argv[0] == "compose" and "run" in argv):
+            assert argv[0] == "compose", f"{block.id}: a stage ran with `docker run`, not compose.yaml's service"
+            assert call.get("config_rc") == 0, call.get("config")
+            run = compose_run(call)
             assert run["image"] == image.tag, f"{block.id} on {host}: {run['stage']} would run in {run['image']}"
             assert run["volumes"] >= VOLUMES
             assert run["env"]["RECIPE"], argv
@@ -104,6 +152,8 @@ def test_doc_block_runs_on_a_fresh_clone_up_to_the_gpu(clone, tmp_path, block, h
                 assert int(run["shm"].rstrip("g")) >= 10
                 # docker stop's default 10 s would SIGKILL a checkpoint save the stop guard lets finish
                 assert run["stop_timeout"] >= 100
+            if run["stage"] in ("run", "train", "resume"):
+                assert run["watchdog"], f"{run['stage']} without the watchdog"
         elif argv[0] == "compose":
             assert call.get("config_rc") == 0, call.get("config")
             for name in call["services"]:
@@ -121,11 +171,12 @@ def test_build_and_train_on_a_fresh_a100_host(clone, tmp_path):
     """The issue's first command. Old code: `make: *** [Makefile:74: build-a100] Error 127` (.venvs/dev/bin/python)."""
     proc, calls = run_block(clone, tmp_path, "a100", "make build-a100 && make train")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    build, train = (c["argv"] for c in calls)
+    build = calls[0]["argv"]
     assert build[:3] == ["build", "-f", str(clone / "docker" / "a100.Dockerfile")]
-    run = parse_run(train)
-    assert (run["image"], run["stage"], run["gpus"]) == (IMAGES["a100"].tag, "run", "all")
+    (run,) = stage_runs(calls[1:])
+    assert (run["service"], run["image"], run["stage"], run["gpus"]) == ("a100-grpo", IMAGES["a100"].tag, "run", "all")
     assert run["env"] == {"RECIPE": "qwen2.5-3b-gsm8k-grpo-lora", "PROFILE": ""}
+    assert run["watchdog"] and run["stop_timeout"] >= 100
     host_venv = clone / ".venvs" / "host"
     site = next(host_venv.glob("lib/python*/site-packages"))
     assert not (site / "torch").exists() and not (site / "pyarrow").exists(), "the host environment must stay light"
@@ -136,10 +187,11 @@ def test_p40_walkthrough_runs_everything_in_the_p40_image(clone, tmp_path):
     (p40,) = [b for b in doc_blocks() if b.doc == "README.md" and b.hosts == ("p40",)]
     proc, calls = run_block(clone, tmp_path, "p40", p40.text)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    stages = [parse_run(c["argv"])["stage"] for c in calls if c["argv"][0] == "run"]
-    assert stages == ["smoke", "merge", "eval", "report"]
-    images = {parse_run(c["argv"])["image"] for c in calls if c["argv"][0] == "run"}
-    assert images == {IMAGES["p40"].tag}
+    runs = stage_runs(calls)
+    assert [r["stage"] for r in runs] == ["smoke", "merge", "eval", "report"]
+    assert {r["image"] for r in runs} == {IMAGES["p40"].tag}
+    # the report needs no GPU: the CPU twin of the service, so it also runs where the NVIDIA runtime is missing
+    assert [(r["service"], r["gpus"]) for r in runs if r["stage"] == "report"] == [("p40-cpu", None)]
 
 
 @pytest.mark.parametrize(("target", "image"), [("build-a100", "a100"), ("build-p40", "p40")])
