@@ -3,8 +3,8 @@
 # (RLRECIPES_IN_IMAGE=1), else in the recipe's image through `docker compose run --rm`, so compose.yaml is the
 # one definition of a stage's container (image, GPUs, shm, ulimits, volumes, .env, stop grace period).
 #   in-image.sh STAGE [ARGS...]        environment: RECIPE, PROFILE, GPUS (all, a count, or none), IMAGE
-# Services: <a100|p40>-grpo/-ppo reserve GPUs and start the watchdog first (run, train, resume); the
-# <a100|p40>-cpu twins run the stages that need no GPU (GPUS=none: data, model, report).
+# Services: a100-grpo, hopper-grpo, p40-ppo reserve GPUs and start the watchdog first (run, train, resume);
+# their <image>-cpu twins run the stages that need no GPU (GPUS=none: data, model, report).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +29,7 @@ gpus=${GPUS:-all}
 case "$family:$gpus" in
     *:none) service=$family-cpu ;;
     a100:*) service=a100-grpo ;;
+    hopper:*) service=hopper-grpo ;;
     p40:*) service=p40-ppo ;;
     *) echo "error: compose.yaml has no service for image '$family'" >&2; exit 2 ;;
 esac

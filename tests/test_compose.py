@@ -100,12 +100,12 @@ def test_secrets_come_from_an_env_file_and_never_from_the_image():
 def test_make_runs_stages_through_compose_services():
     """make's stages (scripts/in-image.sh) use compose.yaml's services, so one definition serves both; the old
     script repeated the trainer settings in a `docker run` line and only its volume names were checked."""
-    config = compose_config("a100", "p40", "a100-cpu", "p40-cpu")
+    config = compose_config("a100", "hopper", "p40", "a100-cpu", "hopper-cpu", "p40-cpu")
     assert config["name"] == "rlrecipes"
     script = (REPO / "scripts" / "in-image.sh").read_text()
     assert "docker compose -f" in script and " run " in script and "docker run" not in script
     services = config["services"]
-    for gpu, cpu in (("a100-grpo", "a100-cpu"), ("p40-ppo", "p40-cpu")):
+    for gpu, cpu in (("a100-grpo", "a100-cpu"), ("hopper-grpo", "hopper-cpu"), ("p40-ppo", "p40-cpu")):
         # the CPU twin is the same container without GPUs and without waiting for the watchdog
         assert services[cpu]["image"] == services[gpu]["image"]
         for key in ("volumes", "shm_size", "ulimits", "env_file", "stop_grace_period"):
