@@ -1,15 +1,19 @@
 """The resolved plan of a run: batch arithmetic, schedule, checkpoints and disk. Pure functions of a
-ResolvedRun (plus the dataset manifest when the data stage has run)."""
+ResolvedRun (plus the dataset manifest when the data stage has run). `build_plan` returns a typed Plan;
+`Plan.as_dict()` is what `rlrecipes plan --json` prints."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlrecipes.memory import estimate_memory
+from rlrecipes.images import Image
+from rlrecipes.memory import MemoryEstimate, estimate_memory
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
+
 
 def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:
     """Training rows: from the data stage's manifest when present, else the recipe's known size."""
@@ -77,7 +81,105 @@ class SaveSteps(Sequence):
         return {"every": self.save_freq, "last": self.total_steps, "count": self._len, "first": self[:5]}
 
 
-def build_plan(run: ResolvedRun) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Hardware:
+    nnodes: int
+    gpus_per_node: int
+    gpus: int
+    gpu: str
+    gpu_memory_gib: float
+    dtype: str
+    attention: str
+    rollout: str
+    tensor_parallel: int
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    adv_estimator: str
+    critic: bool
+    reference_policy: bool
+    lora_rank: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    prompts_per_step: int
+    responses_per_prompt: int
+    responses_per_step: int
+    ppo_mini_batch_prompts: int
+    optimizer_steps_per_step: int | None
+    responses_per_gpu_per_mini_batch: int
+    micro_batch_per_gpu: int | None
+    gradient_accumulation: int | None
+    max_tokens_per_response: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    train_rows: int | None
+    train_rows_source: str
+    epochs: int
+    steps_per_epoch: int | None
+    total_steps: int | None
+    test_freq: int
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    dir: str
+    save_freq: int
+    save_steps: SaveSteps
+    keep_last: int | None
+    resume_mode: str
+    bytes_per_checkpoint: int | None
+    parts: dict[str, int] | None
+    disk_needed_bytes: int | None
+    disk_note: str = "kept checkpoints + one save in flight"
+
+
+@dataclass(frozen=True)
+class Plan:
+    recipe: str
+    profile: str
+    image: Image
+    hardware: Hardware
+    algorithm: Algorithm
+    batch: Batch
+    schedule: Schedule
+    checkpoints: Checkpoints
+    memory: MemoryEstimate
+    loggers: list[str]
+    logs: str
+    launch: str
+    command: list[str]
+    warnings: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready data (`rlrecipes plan --json`)."""
+        image = self.image
+        checkpoints = asdict(self.checkpoints)
+        checkpoints["save_steps"] = self.checkpoints.save_steps.as_json()
+        return {
+            "recipe": self.recipe,
+            "profile": self.profile,
+            "image": {"name": image.name, "tag": image.tag, "verl": image.verl, "cuda": image.cuda,
+                      "torch": image.torch, "dockerfile": image.dockerfile},
+            "hardware": asdict(self.hardware),
+            "algorithm": asdict(self.algorithm),
+            "batch": asdict(self.batch),
+            "schedule": asdict(self.schedule),
+            "checkpoints": checkpoints,
+            "memory": self.memory.as_dict(),
+            "loggers": self.loggers,
+            "logs": self.logs,
+            "launch": self.launch,
+            "command": self.command,
+            "warnings": self.warnings,
+        }
+
+
+def build_plan(run: ResolvedRun) -> Plan:
     n_gpus = run.profile.n_gpus
     batch = int(run.get("data.train_batch_size"))
     n = int(run.get("actor_rollout_ref.rollout.n"))
@@ -100,44 +202,39 @@ def build_plan(run: ResolvedRun) -> dict[str, Any]:
     one = sum(ckpt.values()) if ckpt else None
     kept = min(len(saves), int(keep)) if keep else len(saves)
     disk = (kept + 1) * one if one is not None and saves else None  # + one save in flight
-    mem = estimate_memory(run).as_dict()
-    return {
-        "recipe": run.name,
-        "profile": run.profile.name,
-        "image": {"name": run.image.name, "tag": run.image.tag, "verl": run.image.verl, "cuda": run.image.cuda,
-                  "torch": run.image.torch, "dockerfile": run.image.dockerfile},
-        "hardware": {"nnodes": run.profile.nnodes, "gpus_per_node": run.profile.gpus_per_node, "gpus": n_gpus,
-                     "gpu": run.profile.gpu.name, "gpu_memory_gib": run.profile.gpu.memory_gib,
-                     "dtype": run.profile.dtype, "attention": run.profile.attention,
-                     "rollout": run.profile.rollout,
-                     "tensor_parallel": int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1)},
-        "algorithm": {"adv_estimator": run.get("algorithm.adv_estimator", "gae"), "critic": run.use_critic,
-                      "reference_policy": run.use_reference_policy, "lora_rank": run.lora_rank},
-        "batch": {
-            "prompts_per_step": batch,
-            "responses_per_prompt": n,
-            "responses_per_step": batch * n,
-            "ppo_mini_batch_prompts": mini,
-            "optimizer_steps_per_step": (batch // mini) * ppo_epochs if mini else None,
-            "responses_per_gpu_per_mini_batch": per_gpu_mini,
-            "micro_batch_per_gpu": micro,
-            "gradient_accumulation": per_gpu_mini // int(micro) if micro else None,
-            "max_tokens_per_response": int(run.get("data.max_prompt_length"))
-            + int(run.get("data.max_response_length")),
-        },
-        "schedule": {"train_rows": rows, "train_rows_source": rows_source, "epochs": epochs,
-                     "steps_per_epoch": steps_per_epoch, "total_steps": total_steps,
-                     "test_freq": run.get("trainer.test_freq")},
-        "checkpoints": {"dir": str(run.ckpt_dir), "save_freq": save_freq, "save_steps": saves,
-                        "keep_last": keep, "resume_mode": run.get("trainer.resume_mode"),
-                        "bytes_per_checkpoint": one, "parts": ckpt,
-                        "disk_needed_bytes": disk,
-                        "disk_note": "kept checkpoints + one save in flight"},
-        "memory": mem,
-        "loggers": run.variables["LOGGER"],
-        "logs": str(run.log_dir),
-        "launch": f"bash recipes/{run.name}.sh" if run.profile.name == run.recipe.profile else
-                  f"rlrecipes render {run.name} --profile {run.profile.name} --out runs/{run.name}",
-        "command": ["python3", "-m", "verl.trainer.main_ppo", *run.hydra_overrides()],
-        "warnings": run.warnings,
-    }
+    return Plan(
+        recipe=run.name,
+        profile=run.profile.name,
+        image=run.image,
+        hardware=Hardware(
+            nnodes=run.profile.nnodes, gpus_per_node=run.profile.gpus_per_node, gpus=n_gpus,
+            gpu=run.profile.gpu.name, gpu_memory_gib=run.profile.gpu.memory_gib, dtype=run.profile.dtype,
+            attention=run.profile.attention, rollout=run.profile.rollout,
+            tensor_parallel=int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1)),
+        algorithm=Algorithm(adv_estimator=run.get("algorithm.adv_estimator", "gae"), critic=run.use_critic,
+                            reference_policy=run.use_reference_policy, lora_rank=run.lora_rank),
+        batch=Batch(
+            prompts_per_step=batch,
+            responses_per_prompt=n,
+            responses_per_step=batch * n,
+            ppo_mini_batch_prompts=mini,
+            optimizer_steps_per_step=(batch // mini) * ppo_epochs if mini else None,
+            responses_per_gpu_per_mini_batch=per_gpu_mini,
+            micro_batch_per_gpu=micro,
+            gradient_accumulation=per_gpu_mini // int(micro) if micro else None,
+            max_tokens_per_response=int(run.get("data.max_prompt_length")) + int(run.get("data.max_response_length")),
+        ),
+        schedule=Schedule(train_rows=rows, train_rows_source=rows_source, epochs=epochs,
+                          steps_per_epoch=steps_per_epoch, total_steps=total_steps,
+                          test_freq=run.get("trainer.test_freq")),
+        checkpoints=Checkpoints(dir=str(run.ckpt_dir), save_freq=save_freq, save_steps=saves, keep_last=keep,
+                                resume_mode=run.get("trainer.resume_mode"), bytes_per_checkpoint=one,
+                                parts=ckpt, disk_needed_bytes=disk),
+        memory=estimate_memory(run),
+        loggers=run.variables["LOGGER"],
+        logs=str(run.log_dir),
+        launch=f"bash recipes/{run.name}.sh" if run.profile.name == run.recipe.profile else
+               f"rlrecipes render {run.name} --profile {run.profile.name} --out runs/{run.name}",
+        command=["python3", "-m", "verl.trainer.main_ppo", *run.hydra_overrides()],
+        warnings=run.warnings,
+    )

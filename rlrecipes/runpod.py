@@ -235,7 +235,7 @@ def _check_recipe(env: dict[str, str], data: dict[str, Any], where: str, warning
     plan = build_plan(run)
     arch = arch_for_hub_id(run.recipe.model.hub_id)
     # Volume: kept checkpoints + one in flight (the plan), the base model and the merged model (bf16).
-    need = (plan["checkpoints"]["disk_needed_bytes"] or 0) + (2 * 2 * param_count(arch) if arch else 0)
+    need = (plan.checkpoints.disk_needed_bytes or 0) + (2 * 2 * param_count(arch) if arch else 0)
     if data["volumeInGb"] * 10**9 < need:
         _fail(f"{data['volumeInGb']} GB cannot hold {recipe}: about {need / 10**9:.0f} GB for kept checkpoints, "
               f"the base model and the merged model", f"{where}: volumeInGb",

@@ -90,7 +90,7 @@ from rlrecipes.plan import build_plan
 from rlrecipes.recipe import resolve
 run = resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[])
 d = run.recipe.dataset
-print(d.name, d.dir_name, d.template, run.recipe.model.dir_name, build_plan(run)["schedule"]["total_steps"])' \
+print(d.name, d.dir_name, d.template, run.recipe.model.dir_name, build_plan(run).schedule.total_steps)' \
         "$RECIPE" "$PROFILE"
 }
 

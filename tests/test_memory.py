@@ -308,7 +308,9 @@ def test_plan_carries_the_estimate():
     run = run_of(PPO)
     plan = build_plan(run)
     est = estimate_memory(run)
-    assert plan["memory"]["total_gib"] == round(est.total_gib, 3)
-    assert plan["memory"]["terms"][0] == {"name": est.terms[0].name, "gib": round(est.terms[0].gib, 3)}
-    gibs = [t["gib"] for t in plan["memory"]["terms"]]
+    assert plan.memory.total_gib == est.total_gib
+    mem = plan.as_dict()["memory"]  # what `plan --json` prints
+    assert mem["total_gib"] == round(est.total_gib, 3)
+    assert mem["terms"][0] == {"name": est.terms[0].name, "gib": round(est.terms[0].gib, 3)}
+    gibs = [t["gib"] for t in mem["terms"]]
     assert gibs == sorted(gibs, reverse=True)

@@ -117,7 +117,7 @@ ONE_GRPO_CKPT = None  # filled lazily: bytes of one checkpoint of the GRPO recip
 def grpo_checkpoint_bytes(tmp_path: Path) -> int:
     from rlrecipes.plan import build_plan
 
-    return build_plan(run_for(tmp_path, GRPO))["checkpoints"]["bytes_per_checkpoint"]
+    return build_plan(run_for(tmp_path, GRPO)).checkpoints.bytes_per_checkpoint
 
 
 # ------------------------------------------------------------------------ the bad set-up corpus

@@ -258,33 +258,33 @@ def test_shell_word_keeps_variables_expandable_and_quotes_the_rest():
 
 def test_plan_of_the_a100_recipe():
     plan = build_plan(resolve("qwen2.5-3b-gsm8k-grpo-lora", env=ENV))
-    assert plan["batch"]["responses_per_step"] == 5120
-    assert plan["batch"]["optimizer_steps_per_step"] == 2
-    assert plan["batch"]["responses_per_gpu_per_mini_batch"] == 640  # 512 x 5 / 4 GPUs
-    assert plan["batch"]["gradient_accumulation"] == 20              # 640 / micro 32
-    assert plan["schedule"]["steps_per_epoch"] == 7                  # 7473 // 1024
-    assert plan["schedule"]["total_steps"] == 35
-    assert plan["checkpoints"]["save_steps"] == [20, 35]
-    assert plan["image"]["verl"] == "0.8.0" and plan["hardware"]["gpus"] == 4
+    assert plan.batch.responses_per_step == 5120
+    assert plan.batch.optimizer_steps_per_step == 2
+    assert plan.batch.responses_per_gpu_per_mini_batch == 640  # 512 x 5 / 4 GPUs
+    assert plan.batch.gradient_accumulation == 20              # 640 / micro 32
+    assert plan.schedule.steps_per_epoch == 7                  # 7473 // 1024
+    assert plan.schedule.total_steps == 35
+    assert plan.checkpoints.save_steps == [20, 35]
+    assert plan.image.verl == "0.8.0" and plan.hardware.gpus == 4
     # 3.09B params fp32 + LoRA 119.7M (fp32 weights + Adam) per checkpoint, x (3 kept + 1 in flight)
     one = (3085938688 + 119734272) * 4 + 119734272 * 8
-    assert plan["checkpoints"]["bytes_per_checkpoint"] == one
-    assert plan["checkpoints"]["disk_needed_bytes"] == 3 * one  # only 2 saves in 35 steps: 2 kept + 1
+    assert plan.checkpoints.bytes_per_checkpoint == one
+    assert plan.checkpoints.disk_needed_bytes == 3 * one  # only 2 saves in 35 steps: 2 kept + 1
 
 
 def test_plan_of_fifteen_epochs_schedules_the_checkpoints_that_filled_disks():
     plan = build_plan(resolve("qwen2.5-3b-gsm8k-grpo-lora", overrides=["trainer.total_epochs=15"], env=ENV))
-    assert plan["schedule"]["total_steps"] == 105
-    assert plan["checkpoints"]["save_steps"] == [20, 40, 60, 80, 100, 105]
-    assert plan["checkpoints"]["disk_needed_bytes"] == 4 * plan["checkpoints"]["bytes_per_checkpoint"]
+    assert plan.schedule.total_steps == 105
+    assert plan.checkpoints.save_steps == [20, 40, 60, 80, 100, 105]
+    assert plan.checkpoints.disk_needed_bytes == 4 * plan.checkpoints.bytes_per_checkpoint
 
 
 def test_plan_of_the_p40_recipe_counts_the_critic():
     plan = build_plan(resolve("qwen2.5-0.5b-gsm8k-ppo", env=ENV))
-    assert plan["schedule"]["steps_per_epoch"] == 58 and plan["schedule"]["total_steps"] == 116
-    assert plan["batch"]["gradient_accumulation"] == 16  # 64 responses / micro 4
+    assert plan.schedule.steps_per_epoch == 58 and plan.schedule.total_steps == 116
+    assert plan.batch.gradient_accumulation == 16  # 64 responses / micro 4
     params = 494032768
-    assert plan["checkpoints"]["parts"] == {"actor": params * 12, "critic": params * 12}
+    assert plan.checkpoints.parts == {"actor": params * 12, "critic": params * 12}
 
 
 def test_plan_uses_the_data_manifest_when_present(tmp_path):
@@ -292,7 +292,7 @@ def test_plan_uses_the_data_manifest_when_present(tmp_path):
     data.mkdir()
     (data / "manifest.json").write_text('{"splits": {"train": {"rows": 2048}}}')
     plan = build_plan(resolve("qwen2.5-3b-gsm8k-grpo-lora", env={"DATA_DIR": str(tmp_path)}))
-    assert plan["schedule"]["train_rows"] == 2048 and plan["schedule"]["steps_per_epoch"] == 2
+    assert plan.schedule.train_rows == 2048 and plan.schedule.steps_per_epoch == 2
 
 
 def test_launchers_are_up_to_date_and_valid_bash():

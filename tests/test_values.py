@@ -61,7 +61,7 @@ def test_values_verl_accepts_but_no_one_means_are_warnings(override, warning):
 
 def test_interpolations_of_other_keys_are_followed():
     plan = build_plan(resolve(PPO, overrides=["trainer.total_epochs=${trainer.save_freq}"], env=ENV))
-    assert plan["schedule"]["epochs"] == 20 and plan["schedule"]["total_steps"] == 58 * 20
+    assert plan.schedule.epochs == 20 and plan.schedule.total_steps == 58 * 20
 
 
 def test_shipped_recipes_pass_the_value_checks():

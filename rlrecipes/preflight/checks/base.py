@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlrecipes.memory import MemoryEstimate, estimate_memory
+from rlrecipes.plan import Plan, build_plan
 from rlrecipes.preflight.host import HostFacts
 from rlrecipes.preflight.inventory import Gpu, Inventory
 from rlrecipes.recipe import ResolvedRun
@@ -43,10 +44,8 @@ class Context:
         return self._cache["estimate"]
 
     @property
-    def plan(self) -> dict:
+    def plan(self) -> Plan:
         if "plan" not in self._cache:
-            from rlrecipes.plan import build_plan
-
             self._cache["plan"] = build_plan(self.run)
         return self._cache["plan"]
 

@@ -51,10 +51,10 @@ def _model_present(path: Path) -> bool:
 
 def check_disk(ctx: Context) -> Check:
     run, host = ctx.run, ctx.host
-    ck = ctx.plan["checkpoints"]
-    one = ck["bytes_per_checkpoint"]
-    saves = ck["save_steps"]
-    keep = ck["keep_last"]
+    ck = ctx.plan.checkpoints
+    one = ck.bytes_per_checkpoint
+    saves = ck.save_steps
+    keep = ck.keep_last
     kept = min(len(saves), int(keep)) if keep else len(saves)
     needs: dict[str, list[tuple[str, float]]] = {}  # path key -> [(what, bytes)]
     if one and saves:
@@ -71,8 +71,8 @@ def check_disk(ctx: Context) -> Check:
     if not train.is_file():
         needs.setdefault(str(train), []).append(("dataset", 64 * 1024 * 1024))
     if not needs:
-        steps = ctx.plan["schedule"]["total_steps"]
-        return Check("disk", PASS, f"no checkpoint will be saved (trainer.save_freq={ck['save_freq']}, {steps} "
+        steps = ctx.plan.schedule.total_steps
+        return Check("disk", PASS, f"no checkpoint will be saved (trainer.save_freq={ck.save_freq}, {steps} "
                      "training steps) and model and data are present")
     by_fs: dict[Any, tuple[Any, list[tuple[str, float]]]] = {}
     unknown = []
