@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.merge import actor_complete, locate_checkpoint, lora_alpha_for
+from rlrecipes.merge import lora_alpha_for
 from rlrecipes.verl.checkpoints import TRACKER_NAME as TRACKER
+from rlrecipes.verl.checkpoints import actor_complete, locate_checkpoint
 from rlrecipes.watchdog.simulate import write_pt
 
 TESTS = Path(__file__).resolve().parent
@@ -410,7 +411,8 @@ def test_resolve_dtype(requested, recipe_dtype, config_dtype, expected):
 
 
 def test_existing_output_needs_force(tmp_path):
-    from rlrecipes.merge import CheckpointRef, merge_checkpoint
+    from rlrecipes.merge import merge_checkpoint
+    from rlrecipes.verl.checkpoints import CheckpointRef
 
     pytest.importorskip("transformers")
     out = tmp_path / "out"
@@ -423,7 +425,8 @@ def test_existing_output_needs_force(tmp_path):
 
 
 def test_force_replaces_an_earlier_merge_or_an_empty_directory(tmp_path):
-    from rlrecipes.merge import CheckpointRef, check_output
+    from rlrecipes.merge import check_output
+    from rlrecipes.verl.checkpoints import CheckpointRef
 
     ref = CheckpointRef(tmp_path / "run", 1, make_actor(tmp_path / "run" / "global_step_1" / "actor"))
     earlier, empty = tmp_path / "merged", tmp_path / "empty"
