@@ -362,3 +362,17 @@ def test_shellcheck_passes_on_launchers():
     scripts = [str(REPO / "recipes" / f"{n}.sh") for n in SHIPPED]
     proc = subprocess.run([shellcheck, *scripts], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_what_omegaconfs_loader_reads(tmp_path):
+    """OmegaConf's loader is PyYAML's SafeLoader plus a float rule for exponents without a dot and a duplicate-key
+    check -- not full YAML 1.2: yes/no stay booleans, dates stay strings (OmegaConf has no date type)."""
+    from rlrecipes.recipe import _load_yaml
+
+    path = tmp_path / "types.yaml"
+    path.write_text("a: 1e-6\nb: 1.0e-6\nc: 1e6\nd: .5\ne: 0x10\nf: yes\ng: off\nh: ~\ni: 2024-01-01\nj: '1e-6'\n"
+                    "k: ${oc.env:HOME}\n")
+    got = _load_yaml(path)
+    assert got == {"a": 1e-06, "b": 1e-06, "c": 1e6, "d": 0.5, "e": 16, "f": True, "g": False, "h": None,
+                   "i": "2024-01-01", "j": "1e-6", "k": "${oc.env:HOME}"}
+    assert isinstance(got["a"], float) and isinstance(got["c"], float)
