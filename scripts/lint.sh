@@ -23,7 +23,7 @@ compose() {
 
 compose_profiles() {
     local profile
-    for profile in "" a100 hopper p40; do
+    for profile in "" a100 hopper p40 a100-cpu hopper-cpu p40-cpu; do
         compose ${profile:+--profile "$profile"} config -q || return 1
     done
 }

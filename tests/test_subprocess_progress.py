@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import sys
-import threading
 from pathlib import Path
 
 import pytest
