@@ -6,7 +6,8 @@ Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any 
 1. compose `ppo_trainer` with Hydra from verl's own config tree -> unknown keys, bad types fail here;
 2. the version's own validation: 0.8.x `verl.utils.config.validate_config` (+ the rollout registry that
    the worker consults); 0.5.0 `RayPPOTrainer._validate_config` plus the mini/micro batch checks that
-   0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py), reproduced below with their messages.
+   0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py): OUR COPY, with their arithmetic and
+   messages, held equal to verl's by tests/test_verl_worker_checks.py. Everything else is verl's own code.
 This module imports only the stdlib (and the stdlib-only specs.py) at top level: it is loaded by a
 foreign interpreter.
 """
@@ -130,8 +131,11 @@ def _check_050(cfg) -> tuple[bool, bool]:
 
 
 def _worker_checks_050(cfg, use_critic: bool) -> None:
-    """Checks verl 0.5.0 runs only inside its GPU workers (fsdp_workers.py ActorRolloutRefWorker.__init__,
-    CriticWorker.__init__, _build_rollout), with the same arithmetic and messages."""
+    """OUR COPY of checks verl 0.5.0 runs only inside its GPU workers (fsdp_workers.py
+    ActorRolloutRefWorker.__init__, CriticWorker.__init__, _build_rollout), with the same arithmetic and
+    messages: verl 0.5.0 checks the micro batches whether or not use_dynamic_bsz is on, and the critic
+    scales its mini batch by its own `critic.rollout_n`. tests/test_verl_worker_checks.py runs verl's real
+    constructors on the CPU beside this copy on the same configs."""
     world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     actor = cfg.actor_rollout_ref.actor
     sp = actor.get("ulysses_sequence_parallel_size", 1) or 1
@@ -141,7 +145,7 @@ def _worker_checks_050(cfg, use_critic: bool) -> None:
     micro = actor.ppo_micro_batch_size_per_gpu
     if actor.ppo_micro_batch_size is not None:
         micro = actor.ppo_micro_batch_size // (world // sp)
-    if micro is not None and not actor.use_dynamic_bsz:
+    if micro is not None:
         assert mini % micro == 0, (
             f"normalized ppo_mini_batch_size {mini} should be divisible by ppo_micro_batch_size_per_gpu {micro}")
         assert mini // micro > 0, (
@@ -154,11 +158,11 @@ def _worker_checks_050(cfg, use_critic: bool) -> None:
     if use_critic:
         critic = cfg.critic
         csp = critic.get("ulysses_sequence_parallel_size", 1) or 1
-        cmini = critic.ppo_mini_batch_size * n // (world // csp)
+        cmini = critic.ppo_mini_batch_size * critic.rollout_n // (world // csp)
         cmicro = critic.ppo_micro_batch_size_per_gpu
         if critic.ppo_micro_batch_size is not None:
             cmicro = critic.ppo_micro_batch_size // (world // csp)
-        if cmicro is not None and not critic.use_dynamic_bsz:
+        if cmicro is not None:
             assert cmini % cmicro == 0, (
                 f"normalized ppo_mini_batch_size {cmini} should be divisible by ppo_micro_batch_size_per_gpu {cmicro}")
             assert cmini // cmicro > 0, (
@@ -184,21 +188,12 @@ def _check_08x(cfg) -> tuple[bool, bool]:
     rollout = cfg.actor_rollout_ref.rollout
     if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
         # CPU validation environments have no vLLM. validate_config's only vLLM-dependent step is the
-        # LoRA rank check (vllm_rollout/utils.py get_vllm_max_lora_rank, which needs vllm importable);
-        # run everything else unchanged and apply that check with the rank list verl itself falls
-        # back to when vllm.config.lora cannot be imported.
-        from omegaconf import OmegaConf, open_dict
-
-        masked = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
-        with open_dict(masked):
-            masked.actor_rollout_ref.rollout.name = "vllm-absent"
-        validate_config(config=masked, use_reference_policy=use_ref, use_critic=use_critic)
-        lora = cfg.actor_rollout_ref.model.get("lora", {}) or {}
-        rank = lora.get("rank", 0) or cfg.actor_rollout_ref.model.get("lora_rank", 0)
-        if rank and not lora.get("merge", False):
-            allowed = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-            if rank > allowed[-1]:
-                raise ValueError(f"lora_rank must be less than or equal to {allowed[-1]}, but got {rank}")
+        # LoRA rank check, `get_vllm_max_lora_rank` from vllm_rollout/utils.py, a module that imports
+        # vllm at its top. verl's own function is run instead from that file's source, without the
+        # module's imports: it then takes the rank list verl falls back to when vllm.config.lora cannot
+        # be imported. Everything else in validate_config runs unchanged.
+        with _vllm_rollout_utils_without_vllm():
+            validate_config(config=cfg, use_reference_policy=use_ref, use_critic=use_critic)
         print("NOTICE: vLLM is not installed here; LoRA rank checked against verl's fallback list of vLLM ranks.")
     else:
         validate_config(config=cfg, use_reference_policy=use_ref, use_critic=use_critic)
@@ -207,6 +202,41 @@ def _check_08x(cfg) -> tuple[bool, bool]:
         raise AssertionError(
             f"Rollout {rollout.name} with mode {rollout.mode} not found; this verl supports: {', '.join(available)}")
     return use_critic, use_ref
+
+
+@contextlib.contextmanager
+def _vllm_rollout_utils_without_vllm():
+    """`verl.workers.rollout.vllm_rollout.utils` as a module holding only verl's own
+    `get_vllm_max_lora_rank`, compiled from verl's source file, for the duration of the block."""
+    import ast
+    import typing
+
+    import verl
+
+    path = os.path.join(os.path.dirname(verl.__file__), "workers", "rollout", "vllm_rollout", "utils.py")
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), path)
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_vllm_max_lora_rank"]
+    if len(funcs) != 1:
+        raise RuntimeError(f"get_vllm_max_lora_rank not found in {path}: validate against a verl with vLLM installed")
+    utils = types.ModuleType("verl.workers.rollout.vllm_rollout.utils")
+    utils.__file__ = path
+    utils.__dict__.update(Literal=typing.Literal, get_args=typing.get_args)
+    exec(compile(ast.Module(body=funcs, type_ignores=[]), path, "exec"), utils.__dict__)  # noqa: S102 -- verl's own code
+    package = types.ModuleType("verl.workers.rollout.vllm_rollout")
+    package.__path__ = [os.path.dirname(path)]
+    package.utils = utils
+    names = (package.__name__, utils.__name__)
+    saved = {name: sys.modules.get(name) for name in names}
+    sys.modules.update(dict(zip(names, (package, utils))))
+    try:
+        yield utils
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
 
 
 _DEFAULTS = None
