@@ -21,7 +21,6 @@ HEAD ?=
 
 # ---- where things live ------------------------------------------------------------------------------------
 MODELS_DIR ?= /workspace/models
-DATA_DIR ?= /workspace/data
 CKPT_DIR ?= /workspace/checkpoints
 LOG_DIR ?= /workspace/logs
 
@@ -126,8 +125,8 @@ resume: ## repair the checkpoint tracker of RECIPE, then train (continues at the
 merge: ## merge RUN's latest checkpoint into a Hugging Face model under MODELS_DIR/RUN-merged
 	$(STAGE_ENV) scripts/in-image.sh merge $(CKPT_DIR)/$(RUN) --recipe $(RECIPE) --out $(MODELS_DIR)/$(RUN)-merged $(ARGS)
 
-eval: ## lm-eval GSM8K on the merged RUN against its base model
-	$(STAGE_ENV) scripts/in-image.sh eval $(MODELS_DIR)/$(RUN)-merged --fast-data $(DATA_DIR)/gsm8k/test.parquet $(ARGS)
+eval: ## lm-eval GSM8K on the merged RUN against its base model (plus the fast check on RECIPE's validation file)
+	$(STAGE_ENV) scripts/in-image.sh eval $(MODELS_DIR)/$(RUN)-merged $(ARGS)
 
 report: ## plots + report.md/html from RUN's logs into ./reports/RUN (after eval: ARGS='--eval /workspace/models/RUN-merged/eval')
 	$(STAGE_ENV) GPUS=none scripts/in-image.sh report $(LOG_DIR)/$(RUN) --out /workspace/reports/$(RUN) $(ARGS)

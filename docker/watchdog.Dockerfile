@@ -35,7 +35,8 @@ ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    CKPT_DIR=/workspace/checkpoints
+    CKPT_DIR=/workspace/checkpoints \
+    WATCHDOG_MIN_FREE=20G
 
 # A plain COPY, not a bind mount: the wheel is ~100 kB and this also builds without BuildKit.
 COPY --from=wheel /wheels /tmp/wheels
@@ -59,4 +60,5 @@ WORKDIR /workspace
 # to $CKPT_DIR; pass --status to `rlrecipes watchdog` and to the healthcheck together if you move it.
 HEALTHCHECK --interval=15s --timeout=10s --start-period=60s --retries=3 CMD ["rlrecipes", "healthcheck"]
 
-CMD ["rlrecipes", "watchdog", "--root", "/workspace/checkpoints", "--keep-last", "2", "--min-free", "10G", "--interval", "30"]
+# The free-space floor is WATCHDOG_MIN_FREE above (the one value; compose passes a user's own through).
+CMD ["rlrecipes", "watchdog", "--root", "/workspace/checkpoints", "--keep-last", "2", "--interval", "30"]

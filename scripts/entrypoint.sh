@@ -3,15 +3,18 @@
 #
 #   entrypoint.sh STAGE [ARGS...]
 #
-# Stages (RECIPE and PROFILE come from the environment; PROFILE empty = the recipe's own profile):
-#   run        data (if missing) -> model (unless complete) -> resume-check -> preflight -> train  [compose default]
+# Stages (RECIPE and PROFILE come from the environment; PROFILE empty = the recipe's own profile), in the
+# order `run` chains them:
+#   run        data (if missing) -> model (unless complete) -> resume-check -> train  [compose default]
 #   data       prepare the recipe's dataset as verl parquet under $DATA_DIR/<dataset dir> (skipped if present)
 #   model      download the recipe's base model into $MODELS_DIR
-#   preflight  check GPUs, memory, disk, shm, model and data
-#   train      preflight, then the recipe's launcher (extra ARGS are Hydra overrides); verl resumes by itself
 #   resume     resume-check (repair the checkpoint tracker), then train
-#   merge | eval | report | smoke | watchdog | healthcheck | env   the rlrecipes command of that name, with ARGS
+#   train      preflight (writes the launch environment), the Ray cluster check when RAY_ADDRESS is set, then
+#              the recipe's launcher (extra ARGS are Hydra overrides); verl resumes by itself
+#   preflight  check GPUs, memory, disk, shm, model and data
+#   eval       `rlrecipes eval ARGS`, its fast in-repo check on the recipe's own validation file
 #   shell      an interactive shell (or, on RunPod, keep the pod alive for SSH/Jupyter)
+#   any other rlrecipes command (merge, report, smoke, watchdog, env, ... see `rlrecipes --help`) runs with ARGS;
 #   anything else is run as a command, e.g. `entrypoint.sh python3 -c 'import verl'`.
 #
 # On RunPod (RUNPOD_POD_ID set and /start.sh present) RunPod's own /start.sh runs in the background first, so
@@ -53,6 +56,24 @@ for part in sys.argv[3].split("."):
 print(value)' "$RECIPE" "$PROFILE" "$1"
 }
 
+# The value the launch gives a verl key (e.g. data.val_files), through the recipe engine.
+recipe_value() {
+    python3 -c 'import sys
+from rlrecipes.errors import RecipeError
+from rlrecipes.recipe import resolve
+try:
+    print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).get(sys.argv[3]))
+except RecipeError as exc:
+    sys.exit(f"error: {exc}")' "$RECIPE" "$PROFILE" "$1"
+}
+
+# Whether $1 is a subcommand of the rlrecipes CLI (its own table decides, not a list kept here).
+is_rlrecipes_command() {
+    python3 -c 'import sys
+from rlrecipes.cli import COMMANDS
+sys.exit(0 if sys.argv[1] in COMMANDS else 1)' "$1"
+}
+
 start_runpod_services() {
     if [ -n "${RUNPOD_POD_ID:-}" ] && [ -x /start.sh ]; then
         log "RunPod pod ${RUNPOD_POD_ID}: starting /start.sh in the background (SSH, Jupyter)"
@@ -72,7 +93,8 @@ stage_data() {
         log "data: $out/manifest.json exists; skipping (FORCE_DATA=1 rebuilds)"
         return 0
     fi
-    rlrecipes data gsm8k --out "$out" --template "$(recipe_field recipe.dataset.template)" "$@"
+    rlrecipes data "$(recipe_field recipe.dataset.name)" --out "$out" --template "$(recipe_field recipe.dataset.template)" \
+        "$@"
 }
 
 stage_model() {
@@ -85,6 +107,14 @@ stage_preflight() {
     local -a prof
     mapfile -t prof < <(profile_args)
     rlrecipes preflight "$RECIPE" "${prof[@]}" "$@"
+}
+
+stage_eval() {
+    local -a fast=()
+    if [ -n "$RECIPE" ]; then
+        fast=(--fast-data "$(recipe_value data.val_files)")  # ARGS may name another file: the last one wins
+    fi
+    exec rlrecipes eval ${fast[@]+"${fast[@]}"} "$@"
 }
 
 stage_resume_check() {
@@ -154,9 +184,12 @@ main() {
         preflight) print_env; stage_preflight "$@" ;;
         train) print_env; stage_train "$@" ;;
         resume) print_env; stage_resume_check; stage_train "$@" ;;
-        merge | eval | report | smoke | watchdog | healthcheck | env | plan | validate | score | smoke-assets)
-            exec rlrecipes "$stage" "$@" ;;
-        *) exec "$stage" "$@" ;;
+        eval) stage_eval "$@" ;;
+        *)
+            if is_rlrecipes_command "$stage"; then
+                exec rlrecipes "$stage" "$@"
+            fi
+            exec "$stage" "$@" ;;
     esac
 }
 

@@ -57,7 +57,9 @@ def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also keep every complete checkpoint whose step is a multiple of M")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quota", metavar="SIZE", help="bytes allowed under the root, e.g. 200G")
-    budget.add_argument("--min-free", metavar="SIZE", help="free space to keep on the root's filesystem, e.g. 20G")
+    budget.add_argument("--min-free", metavar="SIZE",
+                        help="free space to keep on the root's filesystem, e.g. 20G (default: $WATCHDOG_MIN_FREE "
+                             "when neither --quota nor --min-free is given; the watchdog image sets it)")
     parser.add_argument("--checkpoint-size", metavar="SIZE", default=None,
                         help="size of one checkpoint before any is on disk (`rlrecipes plan`'s figure): the first "
                              "pass is unhealthy only when not even one fits; without it a disk already below the "
@@ -149,7 +151,8 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
         root=args.root,
         retention=Retention(keep_last=args.keep_last, keep_every=args.keep_every, grace_s=args.grace),
         quota_bytes=_size(args.quota, "--quota"),
-        min_free_bytes=_size(args.min_free, "--min-free"),
+        min_free_bytes=_size(args.min_free, "--min-free") if args.min_free or args.quota else
+        _size(os.environ.get("WATCHDOG_MIN_FREE") or None, "WATCHDOG_MIN_FREE"),
         first_checkpoint_bytes=_size(args.checkpoint_size, "--checkpoint-size") or 0,
         interval_s=None if args.once else args.interval,
         dry_run=args.dry_run,
