@@ -39,6 +39,7 @@ exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${CKPT_DIR}/qwen2.5-3b-gsm8
     actor_rollout_ref.model.enable_gradient_checkpointing=true \
     +actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2 \
     actor_rollout_ref.rollout.gpu_memory_utilization=0.8 \
+    actor_rollout_ref.rollout.calculate_log_probs=true \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 \
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32 \
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 \

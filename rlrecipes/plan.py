@@ -13,6 +13,7 @@ from rlrecipes.images import Image
 from rlrecipes.memory import MemoryEstimate, estimate_memory
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
+from rlrecipes.reference import TimeEstimate, estimate_time
 
 
 def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:
@@ -149,6 +150,7 @@ class Plan:
     schedule: Schedule
     checkpoints: Checkpoints
     memory: MemoryEstimate
+    time: TimeEstimate | None  # from a throughput measured on this profile's hardware, else None
     loggers: list[str]
     logs: str
     launch: str
@@ -171,6 +173,7 @@ class Plan:
             "schedule": asdict(self.schedule),
             "checkpoints": checkpoints,
             "memory": self.memory.as_dict(),
+            "time": asdict(self.time) if self.time else None,
             "loggers": self.loggers,
             "logs": self.logs,
             "launch": self.launch,
@@ -231,6 +234,9 @@ def build_plan(run: ResolvedRun) -> Plan:
                                 resume_mode=run.get("trainer.resume_mode"), bytes_per_checkpoint=one,
                                 parts=ckpt, disk_needed_bytes=disk),
         memory=estimate_memory(run),
+        time=estimate_time(run.name, run.profile.name, run.recipe.model.hub_id, n_gpus,
+                           int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1), batch * n,
+                           int(run.get("data.max_response_length")), total_steps),
         loggers=run.variables["LOGGER"],
         logs=str(run.log_dir),
         launch=f"bash recipes/{run.name}.sh" if run.profile.name == run.recipe.profile else

@@ -295,6 +295,10 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
     }
     if profile.gpu_memory_utilization is not None:
         out["actor_rollout_ref.rollout.gpu_memory_utilization"] = profile.gpu_memory_utilization
+    if profile.rollout != "hf":
+        # the rollout returns its log-probs, so verl logs the rollout-vs-actor metrics that show whether the
+        # engine generates with the trained policy (rlrecipes.rollout_sync); 0.9.1's default, not 0.8.0's
+        out["actor_rollout_ref.rollout.calculate_log_probs"] = True
     micro = profile.micro_batch_per_gpu
     if "actor" in micro:
         out["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] = micro["actor"]

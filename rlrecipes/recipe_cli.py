@@ -127,6 +127,14 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
     mem = p.memory.as_dict()
     table.add_row("GPU memory", f"~{mem.get('total_gib', 0):.1f} GiB per GPU of "
                                 f"{hw.gpu_memory_gib:g} GiB (rlrecipes plan --memory for the terms)")
+    time = p.time
+    if time:
+        total = f"{time.total_seconds / 3600:.1f} h for {s.total_steps} steps" if time.total_seconds else \
+            "total unknown (no step count)"
+        table.add_row("time (estimate)", f"~{time.seconds_per_step:.0f} s/step, {total} -- {time.covers}; "
+                                         f"from {time.measured_on} (record: {time.source})")
+    else:
+        table.add_row("time (estimate)", "none: no throughput measured for this recipe's model on this profile")
     table.add_row("loggers", f"{p.loggers} -> {p.logs}")
     table.add_row("launch", p.launch)
     console.print(table)

@@ -20,6 +20,8 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a metrics file (metrics-<stamp>.jsonl or console-<stamp>.log); repeatable")
     parser.add_argument("--eval", metavar="DIR", help="output directory of `rlrecipes eval` (adds its table)")
     parser.add_argument("--title", help="report title (default: the run directory's name)")
+    parser.add_argument("--recipe", help="the recipe the run trained, for its published reference accuracy "
+                                         "(default: the run directory's name when it names a shipped recipe)")
     parser.add_argument("--out", required=True, help="directory for report.md, report.html, summary.json, PNGs")
 
 
@@ -44,9 +46,26 @@ def report(args: argparse.Namespace) -> int:
     plots, missing = write_plots(run, out)
     title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
     data = build_report(run, plots, missing, title, eval_rows, eval_header, fast_rows, fast_header)
+    _add_checks(data, run, args.recipe or (Path(args.run_dir).name if args.run_dir else None))
     paths = write_report(data, out)
     _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
     return 0
+
+
+def _add_checks(data: dict, run, recipe: str | None) -> None:
+    """What the logs alone cannot say: the recipe's published accuracy, and whether the rollout engine
+    generated with the policy being trained (verl's rollout-vs-actor probability metrics)."""
+    from rlrecipes.reference import reference_accuracy
+    from rlrecipes.rollout_sync import check_rollout_sync
+
+    head = data["headline"]
+    ref = reference_accuracy(recipe) if recipe else None
+    if ref is not None:
+        head.update(reference_accuracy=ref.accuracy, reference_what=ref.what, reference_source=ref.source)
+    verdict = check_rollout_sync(run.steps)
+    head.update(rollout_sync=verdict.status, rollout_sync_detail=verdict.detail)
+    if verdict.flagged:
+        data["warnings"].insert(0, f"ROLLOUT NOT IN SYNC WITH THE ACTOR: {verdict.detail}")
 
 
 def _print_summary(title: str, rows: list[tuple[str, str]], paths: dict, n_plots: int, warnings: list[str]) -> None:

@@ -40,6 +40,10 @@ def headline_rows(head: dict) -> list[tuple[str, str]]:
         rows.append(("Accuracy metric", f"`{head['accuracy_metric']}`"))
     else:
         rows.append(("Validation accuracy", "not logged"))
+    if "reference_accuracy" in head:
+        run_best = f"; this run's best: {head['best_accuracy']:.4f}" if "best_accuracy" in head else ""
+        rows.append(("Published reference", f"{head['reference_accuracy']:.3f} -- {head['reference_what']} "
+                     f"({head['reference_source']}){run_best}"))
     if "reward_metric" in head:
         rows.append((f"Reward (`{head['reward_metric']}`)", f"{head['start_reward']:.4f} -> {head['end_reward']:.4f}"))
     if head.get("last_step") is not None:
@@ -49,6 +53,10 @@ def headline_rows(head: dict) -> list[tuple[str, str]]:
     if "train_seconds" in head:
         rows.append(("Training time", f"{fmt_duration(head['train_seconds'])} "
                      f"({head['seconds_per_step']:.1f} s/step)"))
+    sync = head.get("rollout_sync")
+    if sync and sync != "not logged":
+        label = sync.upper() if sync == "not in sync" else sync
+        rows.append(("Rollout vs actor", f"{label}: {head['rollout_sync_detail']}"))
     if "tokens" in head:
         rows.append(("Tokens processed", fmt_count(head["tokens"])))
     if "throughput" in head:

@@ -33,6 +33,7 @@ from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.paths import PACKAGE_DIR, repo_root
 from rlrecipes.verl.checkpoints import read_tracker, step_dir
+from rlrecipes.rollout_sync import check_rollout_sync
 from rlrecipes.verl.logs import REWARD_KEYS, console_step, parse_steps, resumed_from
 
 SMOKE_RECIPES = ("smoke-ppo", "smoke-grpo-lora")
@@ -74,6 +75,13 @@ def check_metrics(recipe: str, steps: dict[int, dict[str, float]], losses: tuple
     checks.append(Check(recipe, "rewards and losses logged", not missing and not bad,
                         f"steps {sorted(steps)}: {detail}"))
     return checks
+
+
+def check_rollout_in_sync(recipe: str, steps: dict[int, dict[str, float]]) -> Check:
+    """The engine generated with the trained policy (a LoRA adapter that never reaches vLLM fails here);
+    a vLLM run must log the metrics (the launcher sets calculate_log_probs)."""
+    verdict = check_rollout_sync(steps)
+    return Check(recipe, "rollout in sync with the actor", verdict.status == "in sync", verdict.detail)
 
 
 def check_first_launch(recipe: str, ckpt_dir: Path, killed: bool, steps: dict[int, dict[str, float]]) -> list[Check]:
@@ -271,6 +279,8 @@ def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str,
                             f"a launch ran past {timeout:.0f} s and was killed"))
     use_kl = bool(run.get("actor_rollout_ref.actor.use_kl_loss", False))
     checks += check_metrics(name, {**first_steps, **second_steps}, expected_losses(run.use_critic, use_kl))
+    if run.profile.rollout != "hf":
+        checks.append(check_rollout_in_sync(name, {**first_steps, **second_steps}))
     if second.rc == 0:
         checks.append(merge_and_compare(ckpt, run.model_path, work / "merged" / name, python, env, name))
     else:

@@ -1,0 +1,118 @@
+"""Figures from outside a run that plans and reports compare it with: measured throughputs and published
+accuracies. The one place they live; each says what it was measured on and where its record is.
+
+A throughput belongs to a profile (the hardware and stack it was measured on) and applies only there:
+a step time measured on an H200 says nothing about a P40. Two kinds:
+
+- `step_seconds`: a whole training step measured for a recipe's settings; scaled to other batch sizes
+  and lengths by the number of generated tokens (the rollout dominates a GRPO/PPO step).
+- `rollout_tokens_per_s`: one vLLM engine's generation rate on one GPU; gives the rollout phase only
+  (the lower bound of a step), responses assumed to run to the maximum length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Throughput:
+    profiles: tuple[str, ...]      # the profiles whose hardware and stack this was measured on
+    recipe: str | None             # step times hold for one recipe; a rollout rate for its model size only
+    model: str                     # the architecture it was measured with
+    kind: str                      # "step_seconds" | "rollout_tokens_per_s"
+    value: float
+    responses_per_step: int        # the settings it was measured at (for scaling)
+    max_response_length: int
+    measured_on: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ReferenceAccuracy:
+    recipe: str
+    accuracy: float                # GSM8K test accuracy, 0..1
+    what: str
+    source: str
+
+
+THROUGHPUTS: tuple[Throughput, ...] = (
+    Throughput(
+        profiles=("a100-80gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora", model="Qwen2.5-3B",
+        kind="step_seconds", value=206.0, responses_per_step=1024 * 5, max_response_length=1024,
+        measured_on="a reported run of this recipe on 4x A100 80GB (verl + vLLM, 105 steps in ~6 h after tuning, "
+                    "validation every 5 steps included)",
+        source="docs/hardware.md#measured-throughputs",
+    ),
+    Throughput(
+        profiles=("h200-141gb", "h200-141gb-2gpu"), recipe=None, model="Qwen2.5-3B",
+        kind="rollout_tokens_per_s", value=16000.0, responses_per_step=1024, max_response_length=1024,
+        measured_on="vLLM 0.24.0 alone on one H200 (torch 2.11.0+cu130): Qwen2.5-3B architecture, random bf16 "
+                    "weights, 1024 prompts x 1024 new tokens, gpu_memory_utilization 0.6 (1,048,576 tokens in 65.7 s)",
+        source="docs/hardware.md#measured-throughputs",
+    ),
+)
+
+REFERENCE_ACCURACY: dict[str, ReferenceAccuracy] = {
+    "qwen2.5-3b-gsm8k-grpo-lora": ReferenceAccuracy(
+        recipe="qwen2.5-3b-gsm8k-grpo-lora", accuracy=0.861,
+        what="verl's GSM8K baseline: Qwen2.5-3B-Instruct GRPO + LoRA (rank 32; this recipe trains rank 64), "
+             "0.563 at step 0 -> 0.861 at step 116",
+        source="https://verl.readthedocs.io/en/latest/algo/baseline.html",
+    ),
+    "qwen2.5-0.5b-gsm8k-ppo": ReferenceAccuracy(
+        recipe="qwen2.5-0.5b-gsm8k-ppo", accuracy=0.567,
+        what="verl's GSM8K baseline: Qwen2.5-0.5B-Instruct PPO, 0.364 before training",
+        source="https://verl.readthedocs.io/en/latest/algo/baseline.html",
+    ),
+}
+
+
+def _model_size(hub_id: str) -> str:
+    return hub_id.rstrip("/").rsplit("/", 1)[-1].removesuffix("-Instruct")
+
+
+def throughput_for(recipe: str, profile: str, hub_id: str) -> Throughput | None:
+    """The measured throughput that applies to `recipe` on `profile`: a step time of this very recipe first,
+    else a rollout rate measured with the recipe's model architecture on that profile's hardware."""
+    model = _model_size(hub_id)
+    candidates = [t for t in THROUGHPUTS if profile in t.profiles and t.model == model]
+    for kind in ("step_seconds", "rollout_tokens_per_s"):
+        for t in candidates:
+            if t.kind == kind and t.recipe in (None, recipe):
+                return t
+    return None
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    seconds_per_step: float
+    total_seconds: float | None  # None when the number of steps is unknown
+    covers: str                  # a whole step, or the rollout only
+    kind: str
+    measured: float
+    measured_on: str
+    source: str
+
+
+def estimate_time(recipe: str, profile: str, hub_id: str, n_gpus: int, tensor_parallel: int,
+                  responses_per_step: int, max_response_length: int, total_steps: int | None) -> TimeEstimate | None:
+    """Seconds per step and for the whole run from the measured throughput that applies, or None."""
+    t = throughput_for(recipe, profile, hub_id)
+    if t is None:
+        return None
+    tokens = responses_per_step * max_response_length
+    if t.kind == "step_seconds":
+        per_step = t.value * tokens / (t.responses_per_step * t.max_response_length)
+        covers = "whole step (scaled by generated tokens from the measured settings)"
+    else:
+        engines = max(1, n_gpus // max(1, tensor_parallel))
+        per_step = tokens / (t.value * engines)
+        covers = (f"rollout only ({responses_per_step} responses x {max_response_length} tokens over {engines} "
+                  f"vLLM engine(s)); the training phases are not measured on this stack, so a step takes longer")
+    return TimeEstimate(seconds_per_step=per_step, total_seconds=per_step * total_steps if total_steps else None,
+                        covers=covers, kind=t.kind, measured=t.value, measured_on=t.measured_on, source=t.source)
+
+
+def reference_accuracy(recipe: str) -> ReferenceAccuracy | None:
+    return REFERENCE_ACCURACY.get(recipe)
