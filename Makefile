@@ -12,6 +12,8 @@ RECIPE ?= qwen2.5-3b-gsm8k-grpo-lora
 PROFILE ?=
 # GPUs compose.yaml reserves for the stages that run in the image: all or a count (scripts/in-image.sh).
 GPUS ?= all
+# Image that `make test-gpu` runs the GPU test tier in: p40 (verl 0.5.0; smoke + P40 fit), a100, hopper.
+IMAGE_FAMILY ?= p40
 # Run name under CKPT_DIR/LOG_DIR that merge/eval/report read (default: the recipe's own run).
 RUN ?= $(RECIPE)
 # Extra Hydra overrides for train/resume, e.g. ARGS='trainer.total_epochs=2'; extra options for others.
@@ -40,7 +42,7 @@ STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 
 .DEFAULT_GOAL := help
 
-.PHONY: help host env envs test lint lock bench \
+.PHONY: help host env envs test test-gpu lint lock bench \
 	build-a100 build-hopper build-p40 build-runpod build-watchdog \
 	plan validate launchers data model preflight train resume merge eval report monitor smoke \
 	ray-head ray-worker runpod-template
@@ -65,6 +67,10 @@ $(VENVS)/verl-%/.stamp: requirements/verl-%-cpu.txt pyproject.toml
 # ---- checks -----------------------------------------------------------------------------------------------
 test: env envs ## run the default CPU test suite (docker tests too when a daemon can be started)
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+test-gpu: ## on a GPU host: the gpu test tier inside IMAGE_FAMILY's image (offline: PYTEST_WHEELS=dir)
+	scripts/require-gpu.sh test-gpu
+	IMAGE_FAMILY=$(IMAGE_FAMILY) GPUS=$(GPUS) scripts/test-gpu.sh $(PYTEST_ARGS)
 
 lint: env ## hadolint, shellcheck, mbake validate, compose config for every profile, launchers --check
 	VENV=$(VENV) scripts/lint.sh

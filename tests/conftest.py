@@ -5,6 +5,7 @@ Compose skip cleanly when it is absent, and fail instead under that tier's RLREC
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -50,6 +51,7 @@ def run_in_verl(verl_python):
     return run
 
 
+@functools.lru_cache(maxsize=1)
 def has_gpu() -> bool:
     if shutil.which("nvidia-smi") is None:
         return False
@@ -59,10 +61,6 @@ def has_gpu() -> bool:
         return False
 
 
-def pytest_collection_modifyitems(config, items):
-    if has_gpu():
-        return
-    skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi -L failed or is absent)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("gpu") and not has_gpu():
+        skip_or_fail("gpu", "needs an NVIDIA GPU (nvidia-smi -L failed or is absent)")

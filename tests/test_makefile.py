@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 STAGES = ["help", "env", "envs", "test", "build-a100", "build-hopper", "build-p40", "build-watchdog", "data", "model",
           "preflight", "plan", "validate", "launchers", "train", "resume", "merge", "eval", "report", "monitor",
           "smoke", "lock", "lint", "bench", "ray-head", "ray-worker", "runpod-template"]
-GPU_TARGETS = ["build-a100", "build-hopper", "build-p40", "train"]
+GPU_TARGETS = ["build-a100", "build-hopper", "build-p40", "train", "test-gpu"]
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
 

