@@ -1,6 +1,7 @@
-"""Progress display for the long after-training stages (merge, eval): rich when it is installed,
-plain lines otherwise (the verl CPU venvs that the merge tests run in have no rich); and their
-subprocesses, logged to a file that is named up front and streamed while they run."""
+"""What the stages share in front of the user: progress display for the long after-training stages
+(merge, eval) -- rich when it is installed, plain lines otherwise (the verl CPU venvs that the merge
+tests run in have no rich) --, their subprocesses, logged to a file that is named up front and streamed
+while they run, and the checkout's git commit that run directories and bug reports record."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from rlrecipes.paths import repo_root
 
 # Set once by the CLI's global options (`rlrecipes -v/-q/--log-level`): -1 quiet, 0 normal, 1+ verbose.
 VERBOSITY = 0
@@ -143,3 +146,17 @@ def _live_line(label: str) -> Iterator[Callable[[str], None]]:
                 progress.update(task, description=f"{escape(label)}: {escape(line.strip()[-100:])}")
 
         yield show
+
+
+def git_commit() -> str | None:
+    try:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo_root(),
+                              timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    # Dirty = a tracked file differs from HEAD; an untracked file (a run dir, a .env) changes no code.
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           cwd=repo_root())
+    return proc.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")

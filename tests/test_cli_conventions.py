@@ -156,7 +156,7 @@ def test_env_json_keys_are_identifiers(capsys):
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_untracked_files_do_not_make_a_checkout_dirty(tmp_path, monkeypatch):
-    from rlrecipes.render import git_commit
+    from rlrecipes.ui import git_commit
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,

@@ -45,7 +45,7 @@ def torch_cuda(torch_version: str | None) -> str | None:
 def collect(inventory=None) -> dict:
     from rlrecipes import __version__
     from rlrecipes.preflight.inventory import detect_inventory
-    from rlrecipes.render import git_commit
+    from rlrecipes.ui import git_commit
 
     inv = inventory if inventory is not None else detect_inventory()
     versions = package_versions()
