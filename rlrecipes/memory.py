@@ -184,7 +184,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     prec = precision(run)
     params = param_count(arch)
     rank = run.lora_rank
-    targets = run.get("actor_rollout_ref.model.target_modules", "all-linear")
+    targets = run.get("actor_rollout_ref.model.target_modules")
     lora = lora_param_count(arch, rank, targets if isinstance(targets, str) else tuple(targets)) if rank else 0
     trainable = lora or params
     separate_ref = run.use_reference_policy and not rank  # LoRA: the actor without adapter is the reference
@@ -194,7 +194,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     c_fsdp = run.image.spec.critic_fsdp
     actor_param_off = run.get(f"{a_fsdp}.param_offload", False, kind=bool)
     actor_optim_off = run.get(f"{a_fsdp}.optimizer_offload", False, kind=bool)
-    ref_param_off = run.get("actor_rollout_ref.ref.fsdp_config.param_offload", False, kind=bool)
+    ref_param_off = run.get("actor_rollout_ref.ref.fsdp_config.param_offload", kind=bool)
     critic_param_off = run.get(f"{c_fsdp}.param_offload", False, kind=bool)
     critic_optim_off = run.get(f"{c_fsdp}.optimizer_offload", False, kind=bool)
 
@@ -226,7 +226,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     critic_g = params * 4 / n_gpus if use_critic else 0.0
     critic_o = params * 8 / n_gpus if use_critic else 0.0
 
-    entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff", 0) or 0)
+    entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff") or 0)
     flash_ce = run.image.flash_attn  # verl then uses flash-attn's cross-entropy
 
     def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
@@ -310,7 +310,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
         moments["rollout"] = "generation"
         notes.append(f"{engine} reserves gpu_memory_utilization x total GPU memory when it starts; the trainer "
                      "state resident at that moment must fit in the rest")
-        if run.get("actor_rollout_ref.rollout.free_cache_engine", True) is False:
+        if run.get("actor_rollout_ref.rollout.free_cache_engine") is False:
             notes.append("free_cache_engine is off: the engine keeps its share during the update phases")
     else:
         gen_micro = run.get("actor_rollout_ref.rollout.micro_batch_size")

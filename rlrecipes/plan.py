@@ -214,7 +214,7 @@ def build_plan(run: ResolvedRun) -> Plan:
             gpu=run.profile.gpu.name, gpu_memory_gib=run.profile.gpu.memory_gib, dtype=run.profile.dtype,
             attention=run.profile.attention, rollout=run.profile.rollout,
             tensor_parallel=int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1)),
-        algorithm=Algorithm(adv_estimator=run.get("algorithm.adv_estimator", "gae"), critic=run.use_critic,
+        algorithm=Algorithm(adv_estimator=run.get("algorithm.adv_estimator"), critic=run.use_critic,
                             reference_policy=run.use_reference_policy, lora_rank=run.lora_rank),
         batch=Batch(
             prompts_per_step=batch,

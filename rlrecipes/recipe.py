@@ -434,12 +434,12 @@ class ResolvedRun:
 
     @property
     def use_reference_policy(self) -> bool:
-        return bool(self.get("actor_rollout_ref.actor.use_kl_loss", False)
-                    or self.get("algorithm.use_kl_in_reward", False))
+        return bool(self.get("actor_rollout_ref.actor.use_kl_loss")
+                    or self.get("algorithm.use_kl_in_reward"))
 
     @property
     def lora_rank(self) -> int:
-        return int(self.get("actor_rollout_ref.model.lora_rank", 0) or 0)
+        return int(self.get("actor_rollout_ref.model.lora_rank") or 0)
 
     def hydra_overrides(self) -> list[str]:
         """Overrides with every ${VAR} substituted: what verl's compose / main_ppo receives."""

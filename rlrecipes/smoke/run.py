@@ -277,7 +277,7 @@ def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str,
     if first.timed_out or second.timed_out:
         checks.append(Check(name, "launches within the time limit", False,
                             f"a launch ran past {timeout:.0f} s and was killed"))
-    use_kl = bool(run.get("actor_rollout_ref.actor.use_kl_loss", False))
+    use_kl = bool(run.get("actor_rollout_ref.actor.use_kl_loss"))
     checks += check_metrics(name, {**first_steps, **second_steps}, expected_losses(run.use_critic, use_kl))
     if run.profile.rollout != "hf":
         checks.append(check_rollout_in_sync(name, {**first_steps, **second_steps}))

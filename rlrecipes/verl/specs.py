@@ -31,6 +31,20 @@ COMMON_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "trainer.resume_mode": "auto",
     "data.max_prompt_length": 512,
     "data.max_response_length": 512,
+    "data.prompt_key": "prompt",
+    "data.truncation": "error",
+    "data.filter_overlong_prompts": False,
+    "algorithm.adv_estimator": "gae",
+    "algorithm.use_kl_in_reward": False,
+    "actor_rollout_ref.actor.use_kl_loss": False,
+    "actor_rollout_ref.actor.entropy_coeff": 0,
+    "actor_rollout_ref.actor.use_torch_compile": True,
+    "actor_rollout_ref.actor.fsdp_config.param_offload": False,
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
+    "actor_rollout_ref.ref.fsdp_config.param_offload": False,
+    "actor_rollout_ref.model.lora_rank": 0,
+    "actor_rollout_ref.model.target_modules": "all-linear",
+    "actor_rollout_ref.rollout.free_cache_engine": True,
 })
 
 

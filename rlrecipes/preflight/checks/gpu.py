@@ -176,7 +176,7 @@ def check_triton(ctx: Context) -> Check:
         return skip
     run, gpu = ctx.run, ctx.gpu
     users = []
-    if run.get("actor_rollout_ref.actor.use_torch_compile", True) is not False:
+    if run.get("actor_rollout_ref.actor.use_torch_compile") is not False:
         users.append("torch.compile (actor_rollout_ref.actor.use_torch_compile, on by default)")
     if run.get("actor_rollout_ref.ref.use_torch_compile") is True:
         users.append("torch.compile (actor_rollout_ref.ref.use_torch_compile)")

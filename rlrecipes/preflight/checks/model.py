@@ -137,8 +137,8 @@ def check_prompt_length(ctx: Context) -> Check:
     if not (model / "tokenizer.json").is_file() or chat_template(model) is None:
         return Check("prompt-length", WARN, "not checked: no tokenizer.json with a chat template in the model "
                      "directory", "see the model and chat-template checks")
-    limit = int(run.get("data.max_prompt_length", 512))
-    column = str(run.get("data.prompt_key", "prompt"))
+    limit = run.get("data.max_prompt_length", kind=int)
+    column = str(run.get("data.prompt_key"))
     tok = ChatTokenizer(model, template_kwargs(run))
     results = []
     for key in ("data.train_files", "data.val_files"):
@@ -167,9 +167,9 @@ def check_prompt_length(ctx: Context) -> Check:
                      f"({sum(n for _, _, n, _ in results)} prompts)")
     detail = "; ".join(f"{p.name}: {k} of {n} prompts > {limit} tokens (longest {m})" for p, k, n, m in bad)
     fix = f"data.max_prompt_length={longest} (and re-check memory), or shorten the prompt template"
-    if run.get("data.filter_overlong_prompts", False):
+    if run.get("data.filter_overlong_prompts"):
         return Check("prompt-length", WARN, f"{detail}; data.filter_overlong_prompts drops them", fix)
-    if str(run.get("data.truncation", "error")) == "error":
+    if str(run.get("data.truncation")) == "error":
         return Check("prompt-length", FAIL, f"{detail}; with data.truncation=error verl raises at the first one",
                      fix + ", or data.filter_overlong_prompts=True")
     return Check("prompt-length", WARN, f"{detail}; data.truncation={run.get('data.truncation')} cuts them", fix)

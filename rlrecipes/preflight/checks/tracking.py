@@ -44,7 +44,7 @@ def check_tracker(ctx: Context) -> Check:
     from rlrecipes.watchdog import resume_check
 
     run = ctx.run
-    mode = str(run.get("trainer.resume_mode", "auto"))
+    mode = str(run.get("trainer.resume_mode"))
     root = run.ckpt_dir
     if mode == "disable":
         return Check("tracker", PASS, "trainer.resume_mode=disable: the run starts at step 0")
