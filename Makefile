@@ -33,6 +33,8 @@ VENV ?= $(VENVS)/dev
 RLRECIPES ?= $(VENV)/bin/rlrecipes
 HOST_VENV ?= $(VENVS)/host
 PYTEST_ARGS ?=
+# `make mutation`: modules and time limit, e.g. MUTATION_ARGS='scorer memory --minutes 5'
+MUTATION_ARGS ?=
 VERL_VERSIONS := 0.5.0 0.8.0 0.9.1
 VERL_STAMPS := $(foreach v,$(VERL_VERSIONS),$(VENVS)/verl-$(v)/.stamp)
 PROFILE_ARG = $(if $(PROFILE),--profile $(PROFILE))
@@ -42,7 +44,7 @@ STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 
 .DEFAULT_GOAL := help
 
-.PHONY: help host env envs test test-gpu lint lock bench \
+.PHONY: help host env envs test test-gpu mutation lint lock bench \
 	build-a100 build-hopper build-p40 build-runpod build-watchdog \
 	plan validate launchers data model preflight train resume merge eval report monitor smoke \
 	ray-head ray-worker runpod-template
@@ -67,6 +69,9 @@ $(VENVS)/verl-%/.stamp: requirements/verl-%-cpu.txt pyproject.toml
 # ---- checks -----------------------------------------------------------------------------------------------
 test: env envs ## run the default CPU test suite (docker tests too when a daemon can be started)
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+mutation: env ## mutmut over the core-rule modules, one bounded run each (MUTATION_ARGS='scorer --minutes 5')
+	$(VENV)/bin/python scripts/mutation.py $(MUTATION_ARGS)
 
 test-gpu: ## on a GPU host: the gpu test tier inside IMAGE_FAMILY's image (offline: PYTEST_WHEELS=dir)
 	scripts/require-gpu.sh test-gpu

@@ -18,6 +18,16 @@ REPO = Path(__file__).resolve().parents[1]
 SCORER = REPO / "rlrecipes" / "rewards" / "gsm8k.py"
 
 
+@pytest.fixture(autouse=True)
+def _cold_caches():
+    """Each test sees the scorer as a fresh process does: the digit-folding table fills lazily and
+    normalize_number is memoised, so a result cached by an earlier test would hide a bug in the code
+    that computes it (mutation testing found exactly that)."""
+    gsm8k._FOLD.clear()
+    getattr(gsm8k.normalize_number, "cache_clear", lambda: None)()
+    yield
+
+
 def score(response: str, truth: str, mode: str, **kw) -> float:
     return compute_score("openai/gsm8k", response, truth, mode=mode, **kw)
 
@@ -79,6 +89,8 @@ STRICT_NEGATIVE = [
     ("#### seventy-two", "72"),
     ("72 ####", "72"),
     ("# ### 72", "72"),
+    ("The 72", "72"),  # no marker at all: the number is not read from just after where one would be
+    ("abc72", "72"),
     ("", "72"),
     ("#### 10000", "1000"),
     *TEXT_AFTER_MARK,
@@ -97,6 +109,8 @@ FLEXIBLE_POSITIVE = [
     ("#### 72 dollars", "72"),
     ("\u0667\u0662", "72"),
     ("the difference is 20-5", "5"),  # a '-' after a digit is a subtraction, not a sign
+    ("pages 1-5", "5"),  # ... also after a single digit
+    ("the change is -$8", "-8"),  # a sign before the dollar
     ("Total: 3.50", "3.5"),
 ]
 FLEXIBLE_NEGATIVE = [
@@ -235,13 +249,18 @@ def test_format_score(mode, response, expected):
 
 
 def test_bad_arguments_raise():
-    with pytest.raises(ValueError, match="unknown GSM8K scoring mode 'strcit'"):
+    with pytest.raises(ValueError, match="unknown GSM8K scoring mode 'strcit'; choose from: strict, flexible, think$"):
         score("#### 72", "72", "strcit")
+    assert extract_answer("#### 72") == ("72", True)  # strict is the default mode
+    assert extract_answer("The answer is 72") == (None, False)
+    # a response that is not a string (a number from a JSON dump) is scored as its text
+    assert compute_score("openai/gsm8k", 72, "72", mode="flexible") == 1.0
+    assert compute_score("openai/gsm8k", 71, "72", mode="flexible") == 0.0
     with pytest.raises(TypeError, match="mdoe"):
         compute_score("openai/gsm8k", "#### 72", "72", mdoe="think")
     with pytest.raises(ValueError, match="not a number"):
         compute_score("openai/gsm8k", "#### 72", None)
-    with pytest.raises(ValueError, match="unknown GSM8K scoring mode"):
+    with pytest.raises(ValueError, match="unknown GSM8K scoring mode 'exact'; choose from: strict, flexible, think$"):
         extract_answer("#### 72", "exact")
 
 
