@@ -411,6 +411,9 @@ def evaluate(args: argparse.Namespace) -> int:
         for path in [args.model] + ([args.baseline] if args.baseline else []):
             if not Path(path).is_dir():
                 raise RecipeError("model directory not found", where=path)
+            if not (Path(path) / "config.json").is_file():
+                raise RecipeError("not a Hugging Face model directory (no config.json)", where=path,
+                                  hint="pass the directory `rlrecipes merge` or `rlrecipes model` wrote")
         backend = pick_backend(args.backend)
         summary["backend"] = backend
         runs = [("trained", args.model)] + ([("baseline", args.baseline)] if args.baseline else [])
