@@ -20,7 +20,7 @@ exec > >(tee "${RUN_LOG_DIR}/console-${STAMP}.log") 2>&1
 
 # exec: this shell becomes the stop guard, so SIGTERM (docker stop, a RunPod stop, Slurm) reaches it, and
 # through it verl once a checkpoint save in flight is whole (rlrecipes/verl/stopguard.py).
-exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${CKPT_DIR}/smoke-ppo" -- \
+exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${CKPT_DIR}"/smoke-ppo -- \
     python3 -m verl.trainer.main_ppo \
     "actor_rollout_ref.model.path='${MODELS_DIR}/smoke-tiny'" \
     "data.train_files='${DATA_DIR}/smoke-gsm8k/train.parquet'" \

@@ -61,7 +61,7 @@ def launcher_text(run: ResolvedRun) -> str:
         "",
         "# exec: this shell becomes the stop guard, so SIGTERM (docker stop, a RunPod stop, Slurm) reaches it, and",
         "# through it verl once a checkpoint save in flight is whole (rlrecipes/verl/stopguard.py).",
-        f'exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${{CKPT_DIR}}/{run.name}" -- \\',
+        f'exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${{CKPT_DIR}}"/{shlex.quote(run.name)} -- \\',
         "    python3 -m verl.trainer.main_ppo \\",
     ]
     for item in run.launcher_overrides():

@@ -65,9 +65,10 @@ def test_yaml_text_never_escapes_into_the_launch_script(home, tmp_path, capsys):
     work.mkdir()
     argv = run_launcher(script, work, ["trainer.total_epochs=1"])
     assert not list(work.rglob("PWNED")) and not list(tmp_path.rglob("PWNED")), "a YAML value ran as a command"
-    assert argv[:2] == ["-m", "verl.trainer.main_ppo"]
+    start = argv.index("verl.trainer.main_ppo")  # behind the stop guard: -m rlrecipes.verl.stopguard ... --
+    assert argv[start - 1] == "-m"
     # Every value reaches verl as written (Hydra-quoted where needed), unexpanded by the shell.
-    parsed = ov.parse_cli(argv[2:])
+    parsed = ov.parse_cli(argv[start + 1:])
     assert parsed["trainer.project_name"] == EVIL[0]
     given = ov.parse_cli([f"+trainer.note{i}={value!r}" for i, value in enumerate(EVIL)])
     for key, value in given.items():
