@@ -212,7 +212,45 @@ def fuse_lora(base_path: Path, adapter_dir: Path, rank: int, alpha: float, targe
     for key, tensor in expected.items():
         if not torch.equal(loaded[key].to(tensor.dtype), tensor):
             raise StageFailed(f"adapter tensor {key} did not load as saved", where=str(fixed))
-    return peft_model.merge_and_unload(), fixed
+    # What the fused model must reproduce: base + adapter as PEFT runs it (unmerged), on a few prompts.
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, base.config.vocab_size, (PROBE_PROMPTS, PROBE_TOKENS), generator=generator)
+    peft_model.eval()
+    with torch.no_grad():
+        with_adapter = peft_model(input_ids=ids).logits.float()
+        with peft_model.disable_adapter():
+            base_only = peft_model(input_ids=ids).logits.float()
+    reference = {"ids": ids, "adapter": with_adapter, "base": base_only}
+    return peft_model.merge_and_unload(), fixed, reference
+
+
+PROBE_PROMPTS, PROBE_TOKENS = 4, 16
+# Largest logit error allowed, relative to the largest logit: what rounding to the saved dtype explains
+# (bf16 keeps 8 bits of mantissa: ~0.4% per weight, accumulated over the layers).
+LOGIT_TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
+
+
+def check_fused_logits(model, reference: dict, dtype: str) -> dict:
+    """The fused model's logits equal base + adapter (PEFT, unmerged) within the saved dtype's rounding,
+    and differ from the base model's: a "merged" model identical to the base is a known verl failure."""
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        fused = model(input_ids=reference["ids"]).logits.float()
+    scale = float(reference["adapter"].abs().max()) or 1.0
+    error = float((fused - reference["adapter"]).abs().max()) / scale
+    effect = float((reference["adapter"] - reference["base"]).abs().max()) / scale
+    tolerance = LOGIT_TOLERANCE.get(dtype, 5e-2)
+    result = {"prompts": PROBE_PROMPTS, "tokens": PROBE_TOKENS, "max_rel_error_vs_base_plus_adapter": error,
+              "max_rel_adapter_effect": effect, "tolerance": tolerance}
+    if not error <= tolerance:
+        raise StageFailed(f"the fused model's logits differ from base + adapter by {error:.3g} of the largest logit "
+                          f"(allowed {tolerance:g} for {dtype}): the fuse is wrong", where="merge verification")
+    if not effect > tolerance:
+        raise StageFailed(f"the adapter changes the logits by only {effect:.3g} of the largest logit: the merged "
+                          f"model is the base model (an empty or untrained adapter)", where="merge verification")
+    return result
 
 
 def _tensor_index(model_dir: Path) -> dict[str, Path]:
@@ -357,8 +395,9 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
             info["base_model"] = str(base_path)
             info["base_note"] = base_note
             with stage(f"PEFT merge_and_unload (r={rank}, alpha={alpha:g}) into {base_path}"):
-                model, fixed_adapter = fuse_lora(base_path, adapter_dir, rank, alpha, targets, work)
+                model, fixed_adapter, reference = fuse_lora(base_path, adapter_dir, rank, alpha, targets, work)
                 model = model.to(_torch_dtype(target_dtype))
+                info["logits"] = check_fused_logits(model, reference, target_dtype)
                 model.save_pretrained(str(final), safe_serialization=True)
                 shutil.copytree(fixed_adapter, final / "lora_adapter")
                 del model

@@ -438,3 +438,70 @@ def test_force_replaces_an_earlier_merge_or_an_empty_directory(tmp_path):
         check_output(out, ref, [], force=True)  # no error: these may be replaced
     with pytest.raises(RecipeError, match="output directory exists"):
         check_output(earlier, ref, [], force=False)
+
+
+# -- the fused model reproduces base + adapter (no verl needed) --------------------------------------
+
+def _tiny_base_and_adapter(tmp_path: Path, b_scale: float) -> tuple[Path, Path]:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import save_file
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                         max_position_embeddings=64)
+    base_dir = tmp_path / "base"
+    Qwen2ForCausalLM(config).save_pretrained(base_dir)
+    model = get_peft_model(Qwen2ForCausalLM.from_pretrained(base_dir),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], bias="none"))
+    state = {}
+    for name, param in model.named_parameters():
+        if "lora_" in name:
+            value = param.detach().clone() if "lora_A" in name else torch.randn_like(param) * b_scale
+            state[name.replace(".default.weight", ".weight")] = value.contiguous()
+    adapter = tmp_path / "verl_adapter"
+    adapter.mkdir()
+    save_file(state, str(adapter / "adapter_model.safetensors"))
+    return base_dir, adapter
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_logits_equal_base_plus_adapter_and_differ_from_base(tmp_path, dtype):
+    import torch
+
+    from rlrecipes.merge import check_fused_logits, fuse_lora
+
+    base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.1)
+    (tmp_path / "work").mkdir()
+    model, _, reference = fuse_lora(base_dir, adapter, 4, 8.0, ["q_proj", "v_proj"], tmp_path / "work")
+    result = check_fused_logits(model.to(getattr(torch, dtype)), reference, dtype)
+    assert result["max_rel_error_vs_base_plus_adapter"] <= result["tolerance"]
+    assert result["max_rel_adapter_effect"] > 10 * result["tolerance"]
+
+
+def test_a_fuse_that_does_not_reproduce_the_adapter_is_refused(tmp_path):
+    import torch
+
+    from rlrecipes.merge import check_fused_logits, fuse_lora
+
+    base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.1)
+    (tmp_path / "work").mkdir()
+    model, _, reference = fuse_lora(base_dir, adapter, 4, 8.0, ["q_proj", "v_proj"], tmp_path / "work")
+    with torch.no_grad():  # what alpha 0 (verl 0.5's merged adapter config) would have given: the base
+        for module in model.modules():
+            if hasattr(module, "q_proj"):
+                module.q_proj.weight.add_(torch.randn_like(module.q_proj.weight) * 0.5)
+    with pytest.raises(StageFailed, match="differ from base \\+ adapter"):
+        check_fused_logits(model, reference, "float32")
+
+
+def test_a_merged_model_equal_to_the_base_is_refused(tmp_path):
+    from rlrecipes.merge import check_fused_logits, fuse_lora
+
+    base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.0)  # an untrained adapter: B = 0
+    (tmp_path / "work").mkdir()
+    model, _, reference = fuse_lora(base_dir, adapter, 4, 8.0, ["q_proj", "v_proj"], tmp_path / "work")
+    with pytest.raises(StageFailed, match="the merged model is the base model"):
+        check_fused_logits(model, reference, "float32")
