@@ -19,6 +19,7 @@ from rlrecipes.watchdog.actions import HOG_KINDS
 from rlrecipes.verl.checkpoints import WATCHDOG_DIR, step_dir
 from rlrecipes.fsutil import human_bytes
 from rlrecipes.watchdog.policy import Retention, parse_size
+from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
 from rlrecipes.watchdog.runner import resume_check as check_trackers
 from rlrecipes.watchdog.status import health, read_status
@@ -82,6 +83,13 @@ def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-zip-check", action="store_true",
                         help="do not verify that .pt files are whole torch.save archives (for writers that "
                              "do not use torch.save)")
+    parser.add_argument("--progress", action="append", default=[], type=nonempty_path, metavar="PATH",
+                        help="the run's log directory or log file (metrics-*.jsonl, console-*.log); when no new "
+                             "training step appears within the stall limit, the run is unhealthy. Repeatable")
+    parser.add_argument("--stall-after", type=float, default=None, metavar="S",
+                        help="stall limit in seconds (default: derived from the run's logged step times)")
+    parser.add_argument("--stall-startup", type=float, default=DEFAULT_STARTUP_S, metavar="S",
+                        help=f"stall limit before the first step is logged (default {DEFAULT_STARTUP_S:.0f})")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                         help="default: info, or what the global `rlrecipes -v/-q/--log-level` set")
 
@@ -140,6 +148,11 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
         raise RecipeError("must be a positive step count", where="--keep-every")
     seconds(args.interval, "--interval", positive=True)
     seconds(args.grace, "--grace")
+    seconds(args.stall_after, "--stall-after", positive=True)
+    seconds(args.stall_startup, "--stall-startup", positive=True)
+    if args.stall_after is not None and not args.progress:
+        raise RecipeError("a stall limit needs the run's logs to follow", where="--stall-after",
+                          hint="add --progress LOG_DIR (the run's directory under $LOG_DIR)")
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise RecipeError(f"not a TCP port: {args.metrics_port}", where="--metrics-port",
                           hint="use 1-65535, or 0 to pick a free one")
@@ -159,6 +172,9 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
         status_path=args.status,
         hogs=_hogs(args.watch),
         zip_check=not args.no_zip_check,
+        progress=list(args.progress),
+        stall_after_s=args.stall_after,
+        stall_startup_s=args.stall_startup,
     )
 
 

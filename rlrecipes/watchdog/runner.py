@@ -13,7 +13,8 @@ from pathlib import Path
 from rlrecipes.watchdog import actions
 from rlrecipes.verl.checkpoints import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
 from rlrecipes.fsutil import human_bytes
-from rlrecipes.watchdog.policy import Finding, Plan, Retention, plan
+from rlrecipes.watchdog.policy import WRITING, Finding, Plan, Retention, plan
+from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S, Progress
 from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_status
 
 log = logging.getLogger("rlrecipes.watchdog")
@@ -37,6 +38,9 @@ class WatchdogConfig:
     status_path: Path | None = None  # None: <root>/.watchdog/status.json
     hogs: list[tuple[str, str, Path]] = field(default_factory=list)  # (name, kind, path)
     zip_check: bool = True
+    progress: list[Path] = field(default_factory=list)  # the run's logs: a stall turns health red
+    stall_after_s: float | None = None  # None: derived from the run's step times
+    stall_startup_s: float = DEFAULT_STARTUP_S
 
 
 class Watchdog:
@@ -50,6 +54,8 @@ class Watchdog:
         self.steps = StepCache(settled_s=config.retention.grace_s)
         self.counters = {"scans": 0, "deleted": 0, "deleted_bytes": 0, "tracker_repairs": 0, "errors": 0}
         self.metrics: MetricsServer | None = None
+        self.progress = (Progress(list(config.progress), config.stall_after_s, config.stall_startup_s)
+                         if config.progress else None)
         self.last_status: dict = {}
 
     def room_bytes(self, root_bytes: int) -> tuple[int | None, actions.DiskUsage]:
@@ -82,11 +88,20 @@ class Watchdog:
                 findings.append(Finding(str(link.parent), "info", "symlink-ignored",
                                         f"{link.name} -> {target} points outside the root: not followed"))
         done = [] if cfg.dry_run else self._act(decided, findings)
+        progress = None
+        if self.progress is not None:
+            self.progress.update(now)
+            stalled, message, progress = self.progress.verdict(now)
+            saving = any(state == WRITING for ep in decided.experiments for state in ep.states.values())
+            progress["saving"] = saving
+            if stalled and not saving:  # a long save is progress too
+                findings.append(Finding("", "error", "run-stalled", message, self.progress.step))
         for f in findings:
             if f.severity == "error":
                 log.error("%s%s", f"{f.experiment}: " if f.experiment else "", f.message)
         hogs = self._hogs()
         status = self._status(scan, decided, findings, done, usage, hogs, now, time.perf_counter() - started)
+        status["progress"] = progress
         self.last_status = status
         write_status(self.status_path, status)
         if self.metrics:

@@ -1,0 +1,149 @@
+"""Is the run still making progress? Training steps read from its logs, incrementally (stdlib only).
+
+verl logs one line per training step: the file logger's JSONL (`{"step": N, "data": {...}}`) and the
+console logger (`step:N - key:value - ...`, possibly behind Ray's `(TaskRunner pid=7) ` prefix). A run
+whose highest step stops growing for longer than the stall limit is stalled: hung in its rollout engine,
+in a collective, or on a dead node -- alive, holding the GPUs, training nothing. (On an H200, verl 0.9.1
+hit an error in its rollout engine and then hung for minutes without exiting.)
+
+The limit is set by hand (`--stall-after S`) or derived from the run's own step times (`timing_s/step`,
+logged by verl for every step): STALL_FACTOR x the median of the recent ones plus STALL_SLACK_S, never
+below STALL_FLOOR_S (validation and checkpoint saves make some steps much longer than the median).
+Before the first step the start-up limit applies (`--stall-startup`: imports, Ray, model loading).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_CONSOLE_STEP = re.compile(r"(?:^|\)\s)step:(\d+)(?: - (.*))?$")
+_CONSOLE_TIMING = re.compile(r"(?:^| - )timing_s/step:([0-9.eE+-]+)")
+STALL_FACTOR = 5.0
+STALL_SLACK_S = 300.0
+STALL_FLOOR_S = 900.0
+DEFAULT_STARTUP_S = 3600.0
+LOG_PATTERNS = ("*.jsonl", "console*.log", "*.log")
+MAX_LINE = 1 << 20  # a longer "line" is not a step line: skipped
+
+
+@dataclass
+class _File:
+    offset: int = 0
+    inode: int = 0
+    partial: bytes = b""
+
+
+@dataclass
+class Progress:
+    """What the logs say so far: the highest step, when it was first seen, recent step times."""
+
+    paths: list[Path]
+    stall_after_s: float | None = None  # None: derived from the step times
+    startup_s: float = DEFAULT_STARTUP_S
+    step: int | None = None
+    step_seen_at: float | None = None  # watchdog clock when `step` first appeared (or the file's mtime)
+    started_at: float | None = None
+    step_times: list[float] = field(default_factory=list)
+    _files: dict[str, _File] = field(default_factory=dict)
+
+    def files(self) -> list[Path]:
+        found: list[Path] = []
+        for path in self.paths:
+            if path.is_file():
+                found.append(path)
+            elif path.is_dir():
+                found += [p for pattern in LOG_PATTERNS for p in sorted(path.glob(pattern)) if p.is_file()]
+        return sorted(set(found))
+
+    def update(self, now: float) -> None:
+        if self.started_at is None:
+            self.started_at = now
+        for path in self.files():
+            self._read(path, now)
+
+    def _read(self, path: Path, now: float) -> None:
+        try:
+            st = path.stat()
+        except OSError:
+            return
+        state = self._files.setdefault(str(path), _File())
+        if st.st_ino != state.inode or st.st_size < state.offset:  # a new file, or truncated (verl's "wb")
+            state.offset, state.inode, state.partial = 0, st.st_ino, b""
+        if st.st_size == state.offset:
+            return
+        first_read = state.offset == 0 and self.step is None
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(state.offset)
+                chunk = fh.read(st.st_size - state.offset)
+        except OSError:
+            return
+        state.offset += len(chunk)
+        lines = (state.partial + chunk).split(b"\n")
+        state.partial = lines.pop()[-MAX_LINE:]
+        for raw in lines:
+            if len(raw) <= MAX_LINE:
+                self._line(raw.decode("utf-8", errors="replace"), st.st_mtime if first_read else now)
+
+    def _line(self, text: str, seen_at: float) -> None:
+        step, timing = None, None
+        stripped = text.strip()
+        if stripped.startswith("{"):
+            try:
+                record = json.loads(stripped)
+                value = record.get("step")
+                if isinstance(value, int) and not isinstance(value, bool):
+                    step = value
+                data = record.get("data")
+                timing = data.get("timing_s/step") if isinstance(data, dict) else None
+            except (ValueError, AttributeError):
+                return
+        else:
+            match = _CONSOLE_STEP.search(stripped)
+            if match:
+                step = int(match.group(1))
+                found = _CONSOLE_TIMING.search(match.group(2) or "")
+                timing = found.group(1) if found else None
+        if step is None:
+            return
+        try:
+            seconds = float(timing) if timing is not None else None
+        except (TypeError, ValueError):
+            seconds = None
+        if seconds is not None and 0 < seconds < 1e7:
+            self.step_times = (self.step_times + [seconds])[-20:]
+        if self.step is None or step > self.step:
+            self.step, self.step_seen_at = step, seen_at
+
+    def limit_s(self) -> float:
+        if self.step is None:
+            return self.startup_s
+        if self.stall_after_s is not None:
+            return self.stall_after_s
+        if not self.step_times:
+            return self.startup_s
+        return max(STALL_FLOOR_S, STALL_FACTOR * statistics.median(self.step_times) + STALL_SLACK_S)
+
+    def verdict(self, now: float) -> tuple[bool, str, dict]:
+        """(stalled, message, facts for the status file)."""
+        since = self.step_seen_at if self.step is not None else self.started_at
+        quiet = max(0.0, now - since) if since is not None else 0.0
+        limit = self.limit_s()
+        facts = {"step": self.step, "quiet_s": round(quiet, 1), "limit_s": round(limit, 1),
+                 "median_step_s": round(statistics.median(self.step_times), 3) if self.step_times else None,
+                 "files": [str(p) for p in self.files()][:20]}
+        if quiet <= limit:
+            return False, "", facts
+        if self.step is None:
+            return True, (f"no training step logged {quiet:.0f}s after the watchdog started following the run "
+                          f"(start-up limit {limit:.0f}s)"), facts
+        how = "set by hand" if self.stall_after_s is not None else (
+            f"{STALL_FACTOR:g} x the median step time {facts['median_step_s']}s + {STALL_SLACK_S:.0f}s"
+            if self.step_times else "start-up limit: no step time logged")
+        return True, (f"no new training step for {quiet:.0f}s (last: step {self.step}); limit {limit:.0f}s ({how}): "
+                      "the run is stalled and holds its GPUs"), facts
+

@@ -1,0 +1,117 @@
+"""Stalls: a run that stops logging training steps turns the watchdog unhealthy (stand-in trainer that hangs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlrecipes.cli import main as cli_main
+from rlrecipes.watchdog.progress import STALL_FLOOR_S, Progress
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A stand-in trainer: logs STEPS training steps the way verl's file and console loggers do, then hangs
+# like verl 0.9.1 did after an error in its rollout engine (alive, holding its GPUs, training nothing).
+HANGING_TRAINER = r'''
+import json, sys, time
+log_dir, steps, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+with open(f"{log_dir}/metrics-20260101T000000Z.jsonl", "w") as jsonl, \
+        open(f"{log_dir}/console-20260101T000000Z.log", "w") as console:
+    for step in range(1, steps + 1):
+        time.sleep(pause)
+        jsonl.write(json.dumps({"step": step, "data": {"timing_s/step": pause}}) + "\n")
+        console.write(f"(TaskRunner pid=7) step:{step} - timing_s/step:{pause}\n")
+        jsonl.flush(); console.flush()
+    console.write("(WorkerDict pid=9) ERROR rollout engine: CUDA error: an illegal memory access\n")
+    console.flush()
+    time.sleep(3600)
+'''
+
+
+def test_progress_reads_steps_and_derives_the_limit(tmp_path):
+    log = tmp_path / "metrics-1.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "data": {"timing_s/step": 60.0}}) + "\n" for s in (1, 2, 3)))
+    (tmp_path / "console-1.log").write_text("(TaskRunner pid=7) step:4 - timing_s/step:300 - x:1\nnoise\n"
+                                            '{"step": 99')  # a line still being written: not read yet
+    progress = Progress([tmp_path])
+    progress.update(now=1000.0)
+    assert progress.step == 4 and sorted(progress.step_times) == [60.0, 60.0, 60.0, 300.0]
+    assert progress.limit_s() == max(STALL_FLOOR_S, 5 * 60.0 + 300)
+    stalled, _, facts = progress.verdict(now=progress.step_seen_at + progress.limit_s() + 1)
+    assert stalled and facts["step"] == 4
+    # verl's file logger opens with "wb": a relaunch truncates the file; steps are read again from 0.
+    log.write_text(json.dumps({"step": 5, "data": {}}) + "\n")
+    progress.update(now=5000.0)
+    assert progress.step == 5 and progress.step_seen_at == 5000.0
+    assert not progress.verdict(now=5000.0 + 10)[0]
+
+
+def test_before_the_first_step_the_startup_limit_applies(tmp_path):
+    progress = Progress([tmp_path], startup_s=100.0)
+    progress.update(now=0.0)
+    assert not progress.verdict(now=99.0)[0]
+    stalled, message, _ = progress.verdict(now=101.0)
+    assert stalled and "no training step logged" in message
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--stall-after", "nan", "--progress", "logs"], "--stall-after: must be positive"),
+    (["--stall-after", "0", "--progress", "logs"], "--stall-after: must be positive"),
+    (["--stall-after", "10"], "--stall-after: a stall limit needs the run's logs to follow"),
+    (["--stall-startup", "inf", "--progress", "logs"], "--stall-startup: must be positive"),
+])
+def test_stall_flags_are_validated(tmp_path, capsys, argv, message):
+    assert cli_main(["watchdog", "--root", str(tmp_path), "--once", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def _health(status: Path) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "rlrecipes", "healthcheck", "--status", str(status)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    return done.returncode, done.stdout
+
+
+def test_a_hanging_trainer_turns_the_watchdog_unhealthy_and_a_resumed_one_healthy_again(tmp_path):
+    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckpt.mkdir()
+    logs.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    trainer = subprocess.Popen([sys.executable, "-c", HANGING_TRAINER, str(logs), "4", "0.3"])
+    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
+                            "--progress", str(logs), "--stall-after", "3", "--log-level", "error"], env=env)
+    status = ckpt / ".watchdog" / "status.json"
+    try:
+        deadline = time.time() + 60
+        seen_healthy_step = None
+        while time.time() < deadline:
+            if status.exists():
+                data = json.loads(status.read_text())
+                if data["healthy"] and (data.get("progress") or {}).get("step"):
+                    seen_healthy_step = data["progress"]["step"]
+                if not data["healthy"]:
+                    break
+            time.sleep(0.2)
+        assert seen_healthy_step is not None, "never healthy while the trainer made progress"
+        code, out = _health(status)
+        assert code == 1 and "no new training step" in out and "last: step 4" in out, out
+        assert trainer.poll() is None  # the stand-in is still alive: only the logs tell it hangs
+        # The restart policy replaces the trainer; it resumes and logs steps again (a new launch, a new file).
+        trainer.kill()
+        trainer.wait()
+        (logs / "metrics-20260101T000100Z.jsonl").write_text(json.dumps({"step": 5, "data": {}}) + "\n")
+        deadline = time.time() + 30
+        while time.time() < deadline and _health(status)[0] != 0:
+            time.sleep(0.3)
+        code, out = _health(status)
+        assert code == 0, out
+    finally:
+        for proc in (trainer, dog):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
