@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.verl.checkpoints import Experiment, StepDir, Tracker, ZipCache, inspect_step, read_tracker
-from rlrecipes.watchdog.policy import Retention, classify, parse_size, plan
+from rlrecipes.watchdog.policy import Deletion, ExperimentPlan, Retention, TrackerFix, classify, parse_size, plan
 from rlrecipes.watchdog.status import STATUS_VERSION, health, render_metrics
 
 NOW = 1_000_000.0
@@ -377,3 +377,38 @@ def test_caches_forget_step_dirs_that_are_gone(tmp_path):
     assert [s.step for s in scan.experiments[0].steps] == [2]
     assert list(steps._seen) == [str(exp_dir / "global_step_2")]
     assert len(zips) == 7 and list(zips._seen) == [str(exp_dir / "global_step_2")]
+
+
+def test_whole_plan_by_hand():
+    """Every field of a plan over two experiments, worked out by hand (keep_last 2, grace 60 s, no room
+    left before the plan):
+    a: tracker at 3; steps 1-3 whole (100 B each, written 3000/2000/1000 s ago), 4 partial (40 B, 900 s ago,
+       above the tracker and quiet for longer than the grace: an interrupted save).
+       -> 4 deleted as interrupted, 1 beyond the last two (keep-last), 2 kept but a budget candidate, 3 is
+       the newest whole one and never a candidate. The next save will write about 100 B.
+    b: no tracker; steps 5 and 6 whole (300 B, 2500 and 500 s ago) -> the tracker is rewritten to 6; 5 is a
+       budget candidate. The next save needs 300 B: the plan needs max(100, 300) = 300 B.
+    Budget: 0 + 100 + 40 freed = 140 < 300, so candidates go oldest first: b's step 5 (2500 s ago, older
+    than a's step 2) frees 300 -> 440 >= 300, and a's step 2 stays."""
+    a, b = Path("/ckpt/a"), Path("/ckpt/b")
+
+    def at(root, n, size, age, complete=True):
+        return StepDir(root / f"global_step_{n}", n, size, 10, NOW - age, complete, "" if complete else "data.pt missing")
+
+    ea = exp(OK(3), at(a, 1, 100, 3000), at(a, 2, 100, 2000), at(a, 3, 100, 1000), at(a, 4, 40, 900, False), path=a)
+    eb = exp(Tracker("missing"), at(b, 5, 300, 2500), at(b, 6, 300, 500), path=b)
+    p = plan([ea, eb], NOW, Retention(2, None, GRACE), room_bytes=0)
+    assert p.deletions == [
+        Deletion(a, a / "global_step_1", 1, 100, "keep-last", NOW - 3000),
+        Deletion(a, a / "global_step_4", 4, 40, "interrupted", NOW - 900),
+        Deletion(b, b / "global_step_5", 5, 300, "budget", NOW - 2500),
+    ]
+    assert p.fixes == [TrackerFix(b, "missing", 6)]
+    assert p.experiments == [
+        ExperimentPlan(a, {1: "complete", 2: "complete", 3: "complete", 4: "interrupted"}, 3, 3, 100),
+        ExperimentPlan(b, {5: "complete", 6: "complete"}, 6, 6, 300),
+    ]
+    assert (p.need_bytes, p.room_bytes, p.room_after_bytes) == (300, 0, 440)
+    assert [(f.experiment, f.severity, f.code, f.step) for f in p.findings] == [
+        (str(b), "warn", "tracker-missing", 6)]  # the step the tracker now names
+    assert p.healthy
