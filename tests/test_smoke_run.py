@@ -73,9 +73,11 @@ def test_first_launch_and_resume_checks(tmp_path):
     assert not sr.check_first_launch("r", ckpt, killed=False, steps={1: {}, 2: {}})[0].ok
 
     resumed = "Setting global step to 2\n" + STEP3
-    assert [c.ok for c in sr.check_resume("r", resumed, {3: {}, 4: {}}, 0, 4)] == [True, True]
-    assert [c.ok for c in sr.check_resume("r", "Training from scratch", {1: {}, 2: {}, 3: {}, 4: {}}, 0, 4)] == [False, True]
-    assert [c.ok for c in sr.check_resume("r", resumed, {3: {}}, 1, 4)] == [True, False]
+    assert [c.ok for c in sr.check_resume("r", resumed, {3: {}, 4: {}}, 0, 4)] == [True, True, True]
+    assert [c.ok for c in sr.check_resume("r", "Training from scratch", {1: {}, 2: {}, 3: {}, 4: {}}, 0, 4)] == [False, True, True]
+    assert [c.ok for c in sr.check_resume("r", resumed, {3: {}}, 1, 4)] == [True, False, True]
+    # verl's epoch-boundary bug: resumed at 2, exit 0, no step trained (only the resume step's validation)
+    assert [c.ok for c in sr.check_resume("r", resumed, {2: {}}, 0, 4)] == [False, False, False]
 
 
 def test_format_table_counts_passes():

@@ -159,3 +159,32 @@ def test_healthcheck_on_broken_status_files_is_one_line_and_unhealthy(tmp_path, 
     for bad in ("nan", "inf", "-5"):
         assert cli_main(["healthcheck", "--status", str(status), "--max-age", bad]) == 2
         assert "--max-age: must be positive" in capsys.readouterr().err
+
+
+RESUMED_NOTHING = ("(TaskRunner pid=7) Resuming from /ckpt/run/global_step_58\n"
+                   "(TaskRunner pid=7) Setting global step to 58\n"
+                   "(TaskRunner pid=7) step:58 - val-core/openai/gsm8k/reward/mean@1:0.41\n")
+RESUMED_AND_TRAINED = RESUMED_NOTHING + "(TaskRunner pid=7) step:59 - critic/score/mean:0.5\n"
+
+
+@pytest.mark.parametrize(("log", "total", "code", "message"), [
+    (RESUMED_NOTHING, 116, 1, "resumed at step 58 and logged no training step after it"),
+    (RESUMED_NOTHING, None, 1, "epoch-boundary resume bug"),
+    (RESUMED_NOTHING, 58, 0, "trained after its resume"),  # resumed from the last step: nothing left to do
+    (RESUMED_AND_TRAINED, 116, 0, "trained after its resume"),
+    ("(TaskRunner pid=7) Training from scratch\n(TaskRunner pid=7) step:1 - x:1\n", 116, 0, "started fresh"),
+])
+def test_resume_check_after_a_launch_catches_a_resume_that_trained_nothing(tmp_path, capsys, log, total, code,
+                                                                           message):
+    console = tmp_path / "console-20260101T000000Z.log"
+    console.write_text(log)
+    argv = ["resume-check", "--root", str(tmp_path), "--check", "--after", str(console)]
+    assert cli_main(argv + (["--total-steps", str(total)] if total else [])) == code
+    assert message in capsys.readouterr().out
+
+
+def test_resume_check_after_needs_a_console_log(tmp_path, capsys):
+    assert cli_main(["resume-check", "--root", str(tmp_path), "--after", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert cli_main(["resume-check", "--root", str(tmp_path), "--after", str(tmp_path / "x.log")]) == 2
+    assert "console log not found" in capsys.readouterr().err

@@ -107,6 +107,10 @@ def check_resume(recipe: str, text: str, steps: dict[int, dict[str, float]], rc:
               f"resumed from {start}, first step logged {first}"),
         Check(recipe, "relaunch finished", rc == 0 and max(steps, default=0) == total,
               f"exit {rc}, last step {max(steps, default=None)} of {total}"),
+        # verl's epoch-boundary bug: a "resumed" run that exits 0 having trained nothing
+        Check(recipe, "relaunch trained after its resume",
+              start is None or start >= total or any(s > start for s in steps),
+              f"resumed from {start}; steps logged after it: {sorted(s for s in steps if start is None or s > start)}"),
     ]
 
 

@@ -91,6 +91,23 @@ def resumed_from(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def resumed_without_training(text: str, total_steps: int | None = None) -> int | None:
+    """The step a launch resumed from when it then logged no training step after it (else None).
+
+    verl's epoch-boundary bug: resuming from a checkpoint saved exactly at the end of an epoch restored a
+    dataloader state marked exhausted into the next epoch's loop, which yielded no batch, and the run
+    exited 0 having trained nothing (verl PR #5725, in 0.8.0 and 0.9.1: `_load_checkpoint` skips the
+    dataloader state at a boundary; 0.5.0 loops over every epoch from 0 and stops on the step count, so the
+    empty first pass is followed by the next epoch). A resume from the last step (`total_steps`) has
+    nothing left to train and is not reported.
+    """
+    start = resumed_from(text)
+    if start is None or (total_steps is not None and start >= total_steps):
+        return None
+    trained = [step for step in parse_steps(text) if step > start]
+    return None if trained else start
+
+
 def _step_number(value) -> int:
     """A logged step: a whole number >= 0. NaN, infinity (int() raised OverflowError), 1.5, true, "3" are
     not steps."""
