@@ -10,12 +10,15 @@ SIGKILLed with the container and a save in flight was cut."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from support.docker import docker_env  # noqa: F401
+from support.gpuhost import doc_blocks, fresh_clone, host_env
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "fixtures" / "standin_verl"
@@ -96,3 +99,85 @@ def test_docker_stop_mid_save_never_leaves_the_tracker_on_a_half_written_step(do
     else:
         assert named is None and not whole(ckpt / "global_step_2")
         assert terms == [] and state["ExitCode"] == 137  # SIGKILL at the deadline, the guard still waiting
+
+
+# ------------------------------------------------------------------------- a README command, run to the GPU
+def doc_command(prefix: str) -> tuple[str, str]:
+    """The first line of a `gpu-host: p40` block that starts with `prefix`, comment stripped, and where it is."""
+    for block in doc_blocks():
+        if "p40" in block.hosts:
+            for line in block.text.splitlines():
+                if line.startswith(prefix):
+                    return line.split("  #", 1)[0].strip(), block.id
+    raise AssertionError(f"no gpu-host: p40 block runs {prefix!r}")
+
+
+def tiny_model(where: Path) -> Path:
+    """What `rlrecipes model` leaves: config.json, weights, a tokenizer with a chat template, the marker."""
+    from tinytok import build_tokenizer
+
+    where.mkdir(parents=True)
+    build_tokenizer(where)
+    (where / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+                                                   "hidden_size": 64, "num_hidden_layers": 2}))
+    (where / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (where / ".rlrecipes-model.json").write_text('{"hub_id": "Qwen/Qwen2.5-0.5B-Instruct"}\n')
+    return where
+
+
+@pytest.fixture(scope="module")
+def watchdog_image(docker_env):  # noqa: F811
+    docker_env.script("bash", "scripts/build-image.sh", "watchdog", timeout=900)
+
+
+def test_make_train_from_the_docs_reaches_verl_on_a_simulated_p40_host(docker_env, p40_standin, watchdog_image,
+                                                                      tmp_path):  # noqa: F811
+    """`make train RECIPE=qwen2.5-0.5b-gsm8k-ppo GPUS=1 ...`, as docs/images.md writes it, from a fresh clone on a
+    host whose `nvidia-smi` shows one P40: the host venv, the image's run stage (data and model present: skipped),
+    resume-check, preflight (which sees the P40 through the stand-in nvidia-smi), the launcher, the stop guard --
+    and the stand-in trainer records the verl command that would have run on the GPU."""
+    command, where = doc_command("make train RECIPE=qwen2.5-0.5b-gsm8k-ppo")
+    clone = fresh_clone(tmp_path / "clone")
+    log = tmp_path / "docker.jsonl"
+    env = host_env(tmp_path / "bin", "p40", log, tmp_path / "home", None)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "bin" / "docker").unlink()
+    (tmp_path / "bin" / "docker").symlink_to(REPO / "tests" / "fixtures" / "gpuhost" / "docker-standin")
+    env.update(RLRECIPES_REAL_DOCKER=docker_env.cli, DOCKER_HOST=docker_env.host, DOCKER_BUILDKIT="1",
+               DOCKER_CONFIG=str(docker_env.config_dir))
+    volumes = [f"rlrecipes_{v}" for v in ("data", "models", "checkpoints", "hf-cache", "logs")]
+    model = tiny_model(tmp_path / "model" / "Qwen2.5-0.5B-Instruct")
+    fixtures = REPO / "tests" / "fixtures" / "gsm8k" / "jsonl"
+    try:
+        docker_env.run("run", "--rm", "-e", "RECIPE=qwen2.5-0.5b-gsm8k-ppo", "-e", "HF_HUB_OFFLINE=1",
+                       "-v", "rlrecipes_data:/workspace/data", "-v", f"{fixtures}:/fixtures:ro",
+                       IMAGE, "data", "--source", "/fixtures")
+        docker_env.run("run", "--rm", "-v", "rlrecipes_models:/workspace/models", "-v", f"{model.parent}:/src:ro",
+                       "--entrypoint", "cp", IMAGE, "-a", "/src/Qwen2.5-0.5B-Instruct", "/workspace/models/")
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=clone, env=env,
+                              capture_output=True, text=True, timeout=900)
+        record = docker_env.run("run", "--rm", "-v", "rlrecipes_checkpoints:/c", "--entrypoint", "cat", IMAGE,
+                                "/c/standin-qwen2.5-0.5b-gsm8k-ppo.json", check=False)
+    finally:
+        docker_env.compose("-f", str(clone / "compose.yaml"), "down", "--volumes", check=False, cwd=clone)
+        docker_env.run("volume", "rm", "-f", *volumes, check=False)
+    assert proc.returncode == 0, f"{where}: {command}\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
+    assert not (clone / ".venvs" / "dev").exists()
+    (call,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert call["env"].get("P40_GPUS") == "1"  # compose.yaml reserves count: ${P40_GPUS} GPUs
+    assert call["argv"][-3:] == ["p40-ppo", "run", "trainer.total_epochs=2"], call
+    assert record.returncode == 0, proc.stderr[-5000:] + record.stderr
+    # The image's preflight saw the simulated GPU (through the stand-in nvidia-smi) and passed.
+    assert re.search(r"^ok: \d+ passed, \d+ warnings?, 0 failed$", proc.stdout, flags=re.M), proc.stdout[-3000:]
+    assert re.search(r"pass +│ gpu-inventory +│ 1x Tesla P40", proc.stdout), proc.stdout[-3000:]
+    verl = json.loads(record.stdout)
+    argv = verl["argv"]
+    assert argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"] and argv[-1] == "trainer.total_epochs=2"
+    for item in ("actor_rollout_ref.model.path='/workspace/models/Qwen2.5-0.5B-Instruct'",
+                 "data.train_files='/workspace/data/gsm8k/train.parquet'",
+                 "trainer.default_local_dir='/workspace/checkpoints/qwen2.5-0.5b-gsm8k-ppo'",
+                 "trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.name=hf"):
+        assert item in argv, (item, argv)
+    assert verl["env"]["RECIPE"] == "qwen2.5-0.5b-gsm8k-ppo"
+    assert verl["env"]["VERL_FILE_LOGGER_PATH"].startswith("/workspace/logs/qwen2.5-0.5b-gsm8k-ppo/metrics-")
+    assert verl["events"][-1] == {"finished": 2}

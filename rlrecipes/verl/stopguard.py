@@ -12,8 +12,7 @@ signal (through tini, PID 1 of the images). It starts verl as its child and, on 
 
 verl itself has no SIGTERM handler: its driver dies, and Ray takes the FSDP workers with it, so a save cut
 there stays half-written -- but never named by the tracker. The guard only buys the save its time; the
-container's stop timeout must be longer than --wait (compose.yaml: stop_grace_period 2m; scripts/in-image.sh:
-docker run --stop-timeout). Exit status: verl's, or 128 + the signal that ended it.
+container's stop timeout must be longer than --wait (compose.yaml: stop_grace_period 2m; `docker stop -t`). Exit status: verl's, or 128 + the signal that ended it.
 
 Stdlib only: it runs in every image, before and without anything else of rlrecipes.
 """
