@@ -1,7 +1,8 @@
 """Is the run still making progress? Training steps read from its logs, incrementally (stdlib only).
 
 verl logs one line per training step: the file logger's JSONL (`{"step": N, "data": {...}}`) and the
-console logger (`step:N - key:value - ...`, possibly behind Ray's `(TaskRunner pid=7) ` prefix). A run
+console logger (`step:N - key:value - ...`, possibly behind Ray's `(TaskRunner pid=7) ` prefix), both read
+by rlrecipes.verl.logs. A run
 whose highest step stops growing for longer than the stall limit is stalled: hung in its rollout engine,
 in a collective, or on a dead node -- alive, holding the GPUs, training nothing. (On an H200, verl 0.9.1
 hit an error in its rollout engine and then hung for minutes without exiting.)
@@ -14,14 +15,12 @@ Before the first step the start-up limit applies (`--stall-startup`: imports, Ra
 
 from __future__ import annotations
 
-import json
-import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_CONSOLE_STEP = re.compile(r"(?:^|\)\s)step:(\d+)(?: - (.*))?$")
-_CONSOLE_TIMING = re.compile(r"(?:^| - )timing_s/step:([0-9.eE+-]+)")
+from rlrecipes.verl.logs import parse_console_line, parse_jsonl_record
+
 STALL_FACTOR = 5.0
 STALL_SLACK_S = 300.0
 STALL_FLOOR_S = 900.0
@@ -90,30 +89,18 @@ class Progress:
                 self._line(raw.decode("utf-8", errors="replace"), st.st_mtime if first_read else now)
 
     def _line(self, text: str, seen_at: float) -> None:
-        step, timing = None, None
         stripped = text.strip()
         if stripped.startswith("{"):
             try:
-                record = json.loads(stripped)
-                value = record.get("step")
-                if isinstance(value, int) and not isinstance(value, bool):
-                    step = value
-                data = record.get("data")
-                timing = data.get("timing_s/step") if isinstance(data, dict) else None
-            except (ValueError, AttributeError):
+                step, metrics = parse_jsonl_record(stripped)
+            except (ValueError, KeyError, TypeError):
                 return
         else:
-            match = _CONSOLE_STEP.search(stripped)
-            if match:
-                step = int(match.group(1))
-                found = _CONSOLE_TIMING.search(match.group(2) or "")
-                timing = found.group(1) if found else None
-        if step is None:
-            return
-        try:
-            seconds = float(timing) if timing is not None else None
-        except (TypeError, ValueError):
-            seconds = None
+            parsed = parse_console_line(stripped)
+            if parsed is None:
+                return
+            step, metrics = parsed
+        seconds = metrics.get("timing_s/step")  # verl logs it for every training step
         if seconds is not None and 0 < seconds < 1e7:
             self.step_times = (self.step_times + [seconds])[-20:]
         if self.step is None or step > self.step:
