@@ -376,3 +376,25 @@ def test_what_omegaconfs_loader_reads(tmp_path):
     assert got == {"a": 1e-06, "b": 1e-06, "c": 1e6, "d": 0.5, "e": 16, "f": True, "g": False, "h": None,
                    "i": "2024-01-01", "j": "1e-6", "k": "${oc.env:HOME}"}
     assert isinstance(got["a"], float) and isinstance(got["c"], float)
+
+
+def test_get_reads_what_verl_will_see():
+    """ResolvedRun.get, case by case: a key inside a parent given as a mapping, `~` removal, `${...}`
+    interpolations followed (a self-reference stays text, as it cannot resolve), `kind` conversion and
+    an empty value counting as unset under a kind."""
+    run = resolve("smoke-ppo", overrides=[
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:bf16}",
+        "+trainer.x=${data.max_prompt_length}", "+trainer.y=${trainer.y}", "+trainer.z=${trainer.x}",
+        "~trainer.val_before_train", "+trainer.e=''"], env=ENV)
+    get = run.get
+    assert get("data.max_prompt_length") == 256  # the smoke recipe's own value
+    assert get("actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype") == "fp32"
+    assert get("actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype") == "bf16"
+    assert get("actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype", "D") == "D"
+    assert get("actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype.deeper", "D") == "D"
+    assert get("trainer.x") == 256 and get("trainer.z") == 256  # followed, also through two hops
+    assert get("trainer.y") == "${trainer.y}"
+    assert get("trainer.val_before_train", "D") == "D"  # removed with ~
+    assert get("trainer.e", "D") == "" and get("trainer.e", "D", kind=str) == "D"
+    assert get("data.max_prompt_length", kind=str) == "256"
+    assert get("no_such.key", "D") == "D" and get("no_such.key") is None
