@@ -253,6 +253,10 @@ def write_dataset(
             _write_parquet(rows, tmp)
             splits_info[split]["sha256"] = sha256_file(tmp)
         manifest_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        # The renames start when this block ends. Take the old manifest away first: a process killed between
+        # two renames then leaves no manifest (the data stage runs again), never one describing files that
+        # are no longer the ones it hashed.
+        (out / "manifest.json").unlink(missing_ok=True)
     return manifest
 
 
