@@ -249,7 +249,7 @@ def check_fused_logits(model, reference: dict, dtype: str) -> dict:
                           f"(allowed {tolerance:g} for {dtype}): the fuse is wrong", where="merge verification")
     if not effect > tolerance:
         raise StageFailed(f"the adapter changes the logits by only {effect:.3g} of the largest logit: the merged "
-                          f"model is the base model (an empty or untrained adapter)", where="merge verification")
+                          f"model is the base model (the adapter is zero: empty or untrained)", where="merge verification")
     return result
 
 
