@@ -26,7 +26,10 @@ from pathlib import Path
 # Wheels that need a CUDA base image (or are the CUDA runtime itself). Names as normalised in the lock.
 GPU_ONLY = re.compile(
     r"^(torch|torchvision|torchaudio|triton|vllm|xformers|flashinfer(-python|-cubin)?|flash-attn|cupy-cuda\d+x?"
-    r"|nvidia-(?!ml-py$)[a-z0-9-]+)$"
+    r"|nvidia-(?!ml-py$)[a-z0-9-]+"
+    # the Hopper lock's CUDA kernel packages (vLLM 0.24 / torch 2.11 dependencies): a Triton fork, TileLang,
+    # CUDA Tile and the kernels built on them are GPU code only
+    r"|tokenspeed-[a-z]+|tilelang|cuda-tile|quack-kernels|humming-kernels|torchcodec)$"
 )
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==")
 
