@@ -72,6 +72,13 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then set -- --skip-gpu; fi; \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/hopper.lock "$@"
 
+# verl 0.9.1 loads the critic with FlashAttention-2 whatever its config says (verl #5210, open), and this image
+# has no flash-attn: PPO would fail at start-up. Two anchored edits make it take the config's attention; the
+# build fails if an anchor does not match.
+COPY scripts/patch_verl_critic_attn.py /opt/rlrecipes/scripts/patch_verl_critic_attn.py
+RUN python /opt/rlrecipes/scripts/patch_verl_critic_attn.py \
+    && python /opt/rlrecipes/scripts/patch_verl_critic_attn.py --check
+
 # Optional FlashAttention-2 from verl's wheelhouse (see WITH_FLASH_ATTN above); --no-deps keeps the lock's torch.
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${WITH_FLASH_ATTN}" != 1 ] || [ "${SKIP_GPU_WHEELS}" = 1 ]; then echo "flash-attn: not installed (SDPA)"; exit 0; fi; \

@@ -80,6 +80,17 @@ def test_p40_verl_is_patched_and_flash_attn_absent(docker_env, standin_image):  
     assert run_in(docker_env, image, "-c", probe, entrypoint="python3").stdout.strip() == "None None"
 
 
+@pytest.mark.parametrize("standin_image", ["hopper"], indirect=True)
+def test_hopper_verl_critic_takes_its_attention_and_flash_attn_absent(docker_env, standin_image):  # noqa: F811
+    _, image = standin_image
+    proc = run_in(docker_env, image, "/opt/rlrecipes/scripts/patch_verl_critic_attn.py", "--check",
+                  entrypoint="python3")
+    assert proc.stdout.startswith("ALREADY ") and proc.stdout.strip().endswith("verl/utils/model.py"), proc.stdout
+    probe = ("import importlib.metadata as m, importlib.util as u; "
+             "print(u.find_spec('flash_attn'), m.version('verl'), m.version('transformers'))")
+    assert run_in(docker_env, image, "-c", probe, entrypoint="python3").stdout.split() == ["None", "0.9.1", "5.9.0"]
+
+
 def test_entrypoint_runs_commands_and_names_missing_recipe(docker_env, standin_image):  # noqa: F811
     _, image = standin_image
     assert run_in(docker_env, image, "rlrecipes", "--version").stdout.startswith("rlrecipes ")
