@@ -20,6 +20,8 @@ RUN ?= $(RECIPE)
 ARGS ?=
 # Head node address for ray-worker (host:port).
 HEAD ?=
+# Which image build-runpod builds on RunPod's base: a100 or hopper (H100/H200, driver >= 580).
+RUNPOD_IMAGE_FAMILY ?= a100
 
 # ---- where things live ------------------------------------------------------------------------------------
 MODELS_DIR ?= /workspace/models
@@ -99,9 +101,9 @@ build-p40: ## build the P40 image (verl 0.5.0 patched, HF rollout, CUDA 11.8); n
 	scripts/require-gpu.sh build-p40 p40
 	$(HOST_ENV) scripts/build-image.sh p40
 
-build-runpod: ## build the A100 image on RunPod's PyTorch base (its /start.sh: SSH, Jupyter) for deploy/runpod
-	scripts/require-gpu.sh build-runpod a100
-	$(HOST_ENV) scripts/build-image.sh a100 --runpod
+build-runpod: ## build the A100 (RUNPOD_IMAGE_FAMILY=hopper: Hopper) image on RunPod's PyTorch base (its /start.sh)
+	scripts/require-gpu.sh build-runpod $(RUNPOD_IMAGE_FAMILY)
+	$(HOST_ENV) scripts/build-image.sh $(RUNPOD_IMAGE_FAMILY) --runpod
 
 build-watchdog: ## build the checkpoint watchdog sidecar image (any host)
 	scripts/build-image.sh watchdog

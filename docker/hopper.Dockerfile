@@ -5,10 +5,13 @@
 # tests/test_images.py checks they agree. Python packages come from docker/hopper.lock (hashes, no resolver):
 # verl's own `vllm` extra, which pins exactly torch 2.11.0, vLLM 0.24.0 and transformers 5.9.0.
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 PYTHON_SOURCE=base (docs/images.md).
-ARG CUDA_VERSION=13.0.2
-ARG UBUNTU_VERSION=24.04
-FROM nvidia/cuda:${CUDA_VERSION}-cudnn-devel-ubuntu${UBUNTU_VERSION}
+# RunPod variant (`make build-runpod IMAGE=hopper`): BASE_IMAGE=runpod/pytorch:1.0.2-cu1300-torch280-ubuntu2404
+# PYTHON_SOURCE=base -- RunPod's /start.sh (SSH, Jupyter) on CUDA 13.0; its Ubuntu 24.04 python3 is 3.12 and its
+# own torch stays outside our venv.
+ARG BASE_IMAGE=nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04
+FROM ${BASE_IMAGE}
 
+ARG BASE_IMAGE=nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04
 ARG CUDA_VERSION=13.0.2
 ARG PYTHON_VERSION=3.12
 ARG TORCH_VERSION=2.11.0
@@ -31,6 +34,7 @@ ARG SKIP_GPU_WHEELS=0
 LABEL org.opencontainers.image.title="rlrecipes-hopper" \
       org.opencontainers.image.description="verl ${VERL_VERSION} GRPO/PPO recipes for Hopper and newer GPUs: vLLM ${VLLM_VERSION}, transformers ${TRANSFORMERS_VERSION}, torch ${TORCH_VERSION}, CUDA ${CUDA_VERSION} (driver >= 580), Python ${PYTHON_VERSION}" \
       io.rlrecipes.image="hopper" \
+      io.rlrecipes.base="${BASE_IMAGE}" \
       io.rlrecipes.cuda="${CUDA_VERSION}" \
       io.rlrecipes.torch="${TORCH_VERSION}" \
       io.rlrecipes.python="${PYTHON_VERSION}" \

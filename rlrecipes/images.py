@@ -58,6 +58,9 @@ class Image:
 # and Jupyter with JUPYTER_PASSWORD. `make build-runpod` builds the A100 image on it, tagged <a100 tag>-runpod.
 RUNPOD_BASE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 RUNPOD_SUFFIX = "-runpod"
+# The images a pod can run (RunPod offers no Pascal GPUs), each on the RunPod base of its CUDA: the Hopper image
+# on RunPod's CUDA 13.0 PyTorch base (same /start.sh; Ubuntu 24.04, Python 3.12; hosts with drivers >= 580).
+RUNPOD_BASES = {"a100": RUNPOD_BASE, "hopper": "runpod/pytorch:1.0.2-cu1300-torch280-ubuntu2404"}
 
 IMAGES: dict[str, Image] = {
     "a100": Image(

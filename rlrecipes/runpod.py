@@ -115,7 +115,7 @@ def validate_template(data: dict[str, Any], where: str = "template.json", image:
 
     if not data["name"].strip():
         _fail("must not be empty", f"{where}: name")
-    _check_image(data["imageName"], f"{where}: imageName", warnings)
+    image_built = _check_image(data["imageName"], f"{where}: imageName", warnings)
     for key, minimum in (("containerDiskInGb", 20), ("volumeInGb", 1)):
         if data[key] < minimum:
             _fail(f"{data[key]} GB is too small (at least {minimum})", f"{where}: {key}")
@@ -126,30 +126,36 @@ def validate_template(data: dict[str, Any], where: str = "template.json", image:
     _check_ports(data["ports"], f"{where}: ports")
     env = _check_env(data["env"], f"{where}: env")
     _check_start(data, where)
-    _check_recipe(env, data, where, warnings)
+    _check_recipe(env, data, where, warnings, image_built)
     return TemplateCheck(template=data, warnings=warnings)
 
 
-def _check_image(image: str, where: str, warnings: list[str]) -> None:
-    from rlrecipes.images import IMAGES, RUNPOD_BASE, RUNPOD_SUFFIX
+def _check_image(image: str, where: str, warnings: list[str]):
+    """The project image `image` is the RunPod variant of (by its tag), or None with a warning."""
+    from rlrecipes.images import IMAGES, RUNPOD_BASES, RUNPOD_SUFFIX
 
     if not image.strip():
-        _fail("is empty", where, "set it to the A100 image you pushed, or pass --image REGISTRY/REPO:TAG")
+        _fail("is empty", where, "set it to the RunPod image you pushed (A100 or Hopper), or pass --image REGISTRY/REPO:TAG")
     if PLACEHOLDER.search(image):
         _fail(f"{image!r} still holds a placeholder", where,
-              "push the A100 image (make build-a100; docker tag + docker push) to a registry RunPod can pull, "
-              "then pass --image REGISTRY/REPO:TAG (or RUNPOD_IMAGE=...) or edit the file")
+              "push the RunPod image (make build-runpod, RUNPOD_IMAGE_FAMILY=hopper for the Hopper one; docker tag "
+              "+ docker push) to a registry RunPod can pull, then pass --image REGISTRY/REPO:TAG (or RUNPOD_IMAGE=...) "
+              "or edit the file")
     if any(c.isspace() for c in image):
         _fail(f"{image!r} contains whitespace", where)
-    expected = IMAGES["a100"].tag.rsplit(":", 1)[1] + RUNPOD_SUFFIX
     tag = image.rsplit("/", 1)[-1].partition(":")[2]
-    if tag == expected.removesuffix(RUNPOD_SUFFIX):
-        _fail(f"{image!r} is the plain A100 image: it has no /start.sh, so the pod would serve neither SSH (22) "
-              "nor Jupyter (8888)", where, f"build the RunPod variant on {RUNPOD_BASE} with `make build-runpod` "
-              f"and push that (tag ...:{expected})")
-    if tag != expected:
-        warnings.append(f"imageName tag {tag or '(none)'!r} is not the A100 RunPod image's {expected!r}: make sure "
-                        f"the image holds verl {IMAGES['a100'].verl}, this checkout's scripts and RunPod's /start.sh")
+    for name, base in RUNPOD_BASES.items():
+        plain = IMAGES[name].tag.rsplit(":", 1)[1]
+        if tag == plain:
+            _fail(f"{image!r} is the plain {name} image: it has no /start.sh, so the pod would serve neither SSH (22) "
+                  "nor Jupyter (8888)", where, f"build the RunPod variant on {base} with `make build-runpod"
+                  f"{'' if name == 'a100' else ' RUNPOD_IMAGE_FAMILY=' + name}` and push that (tag ...:{plain}{RUNPOD_SUFFIX})")
+        if tag == plain + RUNPOD_SUFFIX:
+            return IMAGES[name]
+    expected = ", ".join(f"{IMAGES[n].tag.rsplit(':', 1)[1]}{RUNPOD_SUFFIX!s} ({n})" for n in RUNPOD_BASES)
+    warnings.append(f"imageName tag {tag or '(none)'!r} is none of the RunPod images' tags ({expected}): make sure "
+                    f"the image holds the verl of the recipe's profile, this checkout's scripts and RunPod's /start.sh")
+    return None
 
 
 def _check_ports(ports: str, where: str) -> None:
@@ -218,7 +224,7 @@ def _check_start(data: dict[str, Any], where: str) -> None:
               f"{where}: start command")
 
 
-def _check_recipe(env: dict[str, str], data: dict[str, Any], where: str, warnings: list[str]) -> None:
+def _check_recipe(env: dict[str, str], data: dict[str, Any], where: str, warnings: list[str], image=None) -> None:
     from rlrecipes.models import arch_for_hub_id, param_count
     from rlrecipes.plan import build_plan
     from rlrecipes.recipe import list_recipes, resolve
@@ -229,9 +235,16 @@ def _check_recipe(env: dict[str, str], data: dict[str, Any], where: str, warning
         _fail(f"RECIPE {recipe!r} is not a shipped recipe", f"{where}: env.RECIPE",
               f"did you mean {', '.join(close)}?" if close else f"available: {', '.join(list_recipes())}")
     run = resolve(recipe, profile=env.get("PROFILE") or None, overrides=[], env={})
-    if run.image.name != "a100":
-        _fail(f"RECIPE {recipe!r} runs on the {run.image.name} image (profile {run.profile.name}); this template "
-              f"ships the A100 image", f"{where}: env.RECIPE")
+    from rlrecipes.images import RUNPOD_BASES
+
+    if run.image.name not in RUNPOD_BASES:
+        _fail(f"RECIPE {recipe!r} runs on the {run.image.name} image (profile {run.profile.name}); RunPod templates "
+              f"ship the {' or '.join(RUNPOD_BASES)} image", f"{where}: env.RECIPE",
+              "set PROFILE to a profile of one of them (rlrecipes recipes lists them)")
+    if image is not None and run.image.name != image.name:
+        _fail(f"RECIPE {recipe!r} on profile {run.profile.name} runs on the {run.image.name} image, but imageName is "
+              f"the {image.name} image", f"{where}: env.PROFILE",
+              f"set PROFILE to a profile of the {image.name} image, or push the {run.image.name} RunPod image")
     plan = build_plan(run)
     arch = arch_for_hub_id(run.recipe.model.hub_id)
     # Volume: kept checkpoints + one in flight (the plan), the base model and the merged model (bf16).

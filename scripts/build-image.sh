@@ -3,7 +3,7 @@
 #   build-image.sh a100|hopper|p40|watchdog [--standin] [--runpod] [extra docker build args...]
 # --standin: CI mode against the stand-in base images (scripts/ci/standin-bases.sh): no GPU wheels, the
 # base's own Python; tagged rlrecipes/<name>:standin so it can never be mistaken for the real image.
-# --runpod (a100 only): on RunPod's PyTorch base (rlrecipes/images.py RUNPOD_BASE), whose /start.sh gives SSH
+# --runpod (a100, hopper): on RunPod's PyTorch base (rlrecipes/images.py RUNPOD_BASES), whose /start.sh gives SSH
 # and Jupyter on a pod; tagged <tag>-runpod.
 set -euo pipefail
 
@@ -19,7 +19,7 @@ while [ "$#" -gt 0 ]; do
         *) break ;;
     esac
 done
-if [ "$runpod" = 1 ] && [ "$name" != a100 ]; then echo "error: --runpod is for the a100 image" >&2; exit 2; fi
+case "$runpod:$name" in 1:a100|1:hopper|0:*) ;; *) echo "error: --runpod is for the a100 and hopper images" >&2; exit 2 ;; esac
 
 dockerfile="$repo/docker/$name.Dockerfile"
 [ -f "$dockerfile" ] || { echo "error: no $dockerfile (images: a100, hopper, p40, watchdog)" >&2; exit 2; }
@@ -32,7 +32,7 @@ esac
 
 args=()
 if [ "$runpod" = 1 ]; then
-    base=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'from rlrecipes.images import RUNPOD_BASE; print(RUNPOD_BASE)')
+    base=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'import sys; from rlrecipes.images import RUNPOD_BASES; print(RUNPOD_BASES[sys.argv[1]])' "$name")
     tag="$tag-runpod"
     args+=(--build-arg PYTHON_SOURCE=base)
 else

@@ -114,7 +114,7 @@ def base_images() -> list[str]:
     import sys
 
     sys.path.insert(0, str(REPO))
-    from rlrecipes.images import RUNPOD_BASE
+    from rlrecipes.images import RUNPOD_BASES
 
     bases = set()
     for dockerfile in sorted((REPO / "docker").glob("*.Dockerfile")):
@@ -125,7 +125,7 @@ def base_images() -> list[str]:
             resolved = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), image)
             if resolved not in stages:
                 bases.add(resolved)
-    return sorted(bases | {RUNPOD_BASE})
+    return sorted(bases | set(RUNPOD_BASES.values()))
 
 
 def refresh_bases(digest_of=registry_digest) -> Path:

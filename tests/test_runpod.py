@@ -134,7 +134,10 @@ def test_secrets_may_be_empty_or_references(shipped):
 
 def test_foreign_tag_is_a_warning_not_an_error(shipped):
     check = validate_template(shipped, image="ghcr.io/me/trainer:latest")
-    assert any("'latest' is not the A100 RunPod image's" in w for w in check.warnings)
+    (warning,) = [w for w in check.warnings if "'latest'" in w]
+    assert "is none of the RunPod images' tags" in warning
+    assert "verl0.8.0-cu128-torch2.8.0-py3.12-runpod (a100)" in warning
+    assert "verl0.9.1-cu130-torch2.11.0-py3.12-runpod (hopper)" in warning
 
 
 def test_malformed_json_names_line_and_column(tmp_path):
@@ -363,3 +366,36 @@ def test_hook_passes_shellcheck():
     for script in ("runpod-start.sh", "ray-node.sh"):
         proc = subprocess.run([shellcheck, str(REPO / "scripts" / script)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout
+
+
+# ------------------------------------------------------------------------------------------ the Hopper image
+HOPPER = "docker.io/someone/rlrecipes-hopper:verl0.9.1-cu130-torch2.11.0-py3.12-runpod"
+HOPPER_TEMPLATE = REPO / "deploy" / "runpod" / "hopper.json"
+
+
+def test_shipped_hopper_template_runs_the_3b_recipe_on_one_h200():
+    check = validate_template(load_template(HOPPER_TEMPLATE), image=HOPPER)
+    assert check.env["RECIPE"] == "qwen2.5-3b-gsm8k-grpo-lora" and check.env["PROFILE"] == "h200-141gb"
+    assert not [w for w in check.warnings if "tag" in w]  # the tag is the Hopper RunPod image's
+    assert not [w for w in check.warnings if "GPUs" in w]  # one GPU: no multi-GPU warning
+    with pytest.raises(RecipeError, match="placeholder"):
+        validate_template(load_template(HOPPER_TEMPLATE))
+    with pytest.raises(RecipeError, match="plain hopper image") as info:
+        validate_template(load_template(HOPPER_TEMPLATE), image=HOPPER.removesuffix("-runpod"))
+    assert "make build-runpod RUNPOD_IMAGE_FAMILY=hopper" in info.value.hint
+
+
+@pytest.mark.parametrize(("image", "profile", "message"), [
+    (HOPPER, "a100-80gb", "runs on the a100 image, but imageName is the hopper image"),
+    (IMAGE, "h200-141gb", "runs on the hopper image, but imageName is the a100 image"),
+])
+def test_profile_must_run_on_the_template_image(shipped, image, profile, message):
+    with pytest.raises(RecipeError, match=message) as info:
+        validate_template(_env(shipped, "PROFILE", profile), image=image)
+    assert info.value.where.endswith("env.PROFILE")
+
+
+def test_p40_recipes_are_refused_on_runpod(shipped):
+    template = _env(_env(shipped, "RECIPE", "qwen2.5-0.5b-gsm8k-ppo"), "PROFILE", "")
+    with pytest.raises(RecipeError, match="runs on the p40 image"):
+        validate_template(template, image=IMAGE)
