@@ -115,3 +115,55 @@ def test_a_hanging_trainer_turns_the_watchdog_unhealthy_and_a_resumed_one_health
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait(timeout=30)
+
+
+def test_the_stop_guard_stops_a_stalled_run_so_a_restart_policy_resumes_it(tmp_path):
+    """The trainer runs under the stop guard (as the launchers start it); the watchdog follows its logs.
+    On run-stalled the guard stops the hanging trainer and exits 75, which `restart: on-failure` (Compose)
+    or a pod restart turns into a relaunch that resumes from the last whole checkpoint."""
+    from rlrecipes.verl.stopguard import EXIT_STALLED
+
+    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckpt.mkdir()
+    logs.mkdir()
+    status = ckpt / ".watchdog" / "status.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), RLRECIPES_STALL_STATUS=str(status))
+    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
+                            "--progress", str(logs), "--stall-after", "2", "--log-level", "error"], env=env)
+    code = r'''
+import sys
+from rlrecipes.verl import stopguard
+stopguard.STALL_POLL_S = 0.3
+sys.exit(stopguard.main(sys.argv[1:]))
+'''
+    started = time.monotonic()
+    try:
+        guard = subprocess.run([sys.executable, "-c", code, "--ckpt-dir", str(ckpt), "--wait", "5", "--",
+                                sys.executable, "-c", HANGING_TRAINER, str(logs), "3", "0.3"],
+                               env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        dog.terminate()
+        dog.wait(timeout=30)
+    assert guard.returncode == EXIT_STALLED, guard.stderr[-2000:]
+    assert "the watchdog reports the run stalled" in guard.stderr and "no new training step" in guard.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_the_stop_guard_ignores_a_stale_or_broken_status(tmp_path):
+    from rlrecipes.verl.stopguard import watchdog_says_stalled
+
+    status = tmp_path / "status.json"
+    finding = {"code": "run-stalled", "message": "no new training step", "severity": "error"}
+    now = time.time()
+    for content, expected in [
+        ({"time": now, "interval_s": 60, "findings": [finding]}, "no new training step"),
+        ({"time": now - 3600, "interval_s": 60, "findings": [finding]}, None),  # the watchdog is gone
+        ({"time": "x", "findings": [finding]}, None),
+        ({"time": now, "interval_s": 60, "findings": [{"code": "budget-exceeded"}]}, None),
+        ([], None),
+    ]:
+        status.write_text(json.dumps(content))
+        assert watchdog_says_stalled(status, now) == expected, content
+    status.write_text("{")
+    assert watchdog_says_stalled(status, now) is None
+    assert watchdog_says_stalled(tmp_path / "missing.json", now) is None

@@ -20,6 +20,7 @@ Stdlib only: it runs in every image, before and without anything else of rlrecip
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -71,9 +72,33 @@ def log(message: str) -> None:
     print(f"[stopguard] {message}", file=sys.stderr, flush=True)
 
 
-def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_s: float = 0.5) -> int:
+EXIT_STALLED = 75  # EX_TEMPFAIL: stopped because the run stalled; a restart policy resumes it
+STALL_POLL_S = 10.0
+
+
+def watchdog_says_stalled(status_file: Path | None, now: float) -> str | None:
+    """The watchdog's `run-stalled` message when its status file is fresh and carries one, else None."""
+    if status_file is None:
+        return None
+    try:
+        status = json.loads(status_file.read_text(encoding="utf-8"))
+        interval = float(status.get("interval_s") or 60.0)
+        if not now - float(status["time"]) <= 3 * interval + 30:  # NaN and stale both fail
+            return None
+        for finding in status.get("findings", []):
+            if isinstance(finding, dict) and finding.get("code") == "run-stalled":
+                return str(finding.get("message"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    return None
+
+
+def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_s: float = 0.5,
+        stall_status: Path | None = None, stall_poll_s: float = STALL_POLL_S) -> int:
     child = subprocess.Popen(command)
     pending: list[int] = []
+    stalled = False
+    next_stall_check = time.monotonic() + stall_poll_s
 
     def on_signal(signum, _frame):
         pending.append(signum)
@@ -89,6 +114,16 @@ def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_
             break
         except subprocess.TimeoutExpired:
             pass
+        if not pending and stall_status is not None and time.monotonic() >= next_stall_check:
+            next_stall_check = time.monotonic() + stall_poll_s
+            message = watchdog_says_stalled(stall_status, time.time())
+            if message:
+                # Alive but training nothing (e.g. hung in its rollout engine): stop it like `docker stop`
+                # would, and exit EXIT_STALLED so the restart policy starts it again; it resumes from the
+                # last whole checkpoint.
+                log(f"the watchdog reports the run stalled ({message}); stopping verl so it can be restarted")
+                stalled = True
+                pending.append(signal.SIGTERM)
         if pending and not forwarded:
             if deadline is None:
                 deadline = time.monotonic() + wait_s
@@ -110,6 +145,8 @@ def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_
             # A second signal (a second Ctrl-C, `docker kill -s TERM`) goes straight through.
             child.send_signal(pending[forwarded])
             forwarded += 1
+    if stalled:
+        return EXIT_STALLED
     return code if code >= 0 else 128 - code
 
 
@@ -121,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
                                           "env RLRECIPES_STOP_WAIT)")
     parser.add_argument("--quiet", type=float, default=DEFAULT_QUIET_S, metavar="S",
                         help=f"a step dir untouched this long is not being saved (default {DEFAULT_QUIET_S:.0f})")
+    stall = os.environ.get("RLRECIPES_STALL_STATUS")
+    parser.add_argument("--stall-status", type=Path, default=Path(stall) if stall else None, metavar="FILE",
+                        help="the watchdog's status file (run with --progress): when it reports run-stalled, stop "
+                             f"verl and exit {EXIT_STALLED} so a restart policy resumes the run (env "
+                             "RLRECIPES_STALL_STATUS; off by default)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the verl command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -128,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no command after --")
     if not (args.wait >= 0 and args.quiet > 0):
         parser.error("--wait must be >= 0 and --quiet > 0 (seconds)")
-    return run(command, args.ckpt_dir, args.wait, args.quiet)
+    return run(command, args.ckpt_dir, args.wait, args.quiet, stall_status=args.stall_status)
 
 
 if __name__ == "__main__":
