@@ -17,10 +17,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "patch_verl_p40.py"
 
-_spec = importlib.util.spec_from_file_location("patch_verl_p40", SCRIPT)
-patch = importlib.util.module_from_spec(_spec)
-sys.modules["patch_verl_p40"] = patch
-_spec.loader.exec_module(patch)
+# The script imported as a module of the scripts/ namespace package (the repository root is on
+# sys.path): the name under which mutation testing (make mutation) sees it too.
+patch = importlib.import_module("scripts.patch_verl_p40")
+assert Path(patch.__file__).resolve() == SCRIPT.resolve()
 
 SITE_FILES = sorted({s.file for s in patch.SITES})
 SITE_MODULES = [
