@@ -314,3 +314,40 @@ def test_plan_carries_the_estimate():
     assert mem["terms"][0] == {"name": est.terms[0].name, "gib": round(est.terms[0].gib, 3)}
     gibs = [t["gib"] for t in mem["terms"]]
     assert gibs == sorted(gibs, reverse=True)
+
+
+def test_as_dict_is_the_estimate_rounded_to_mib():
+    """`rlrecipes plan --json`'s memory block: the P40 recipe without checkpointing (34.7529 GiB by hand
+    in test_activations_without_checkpointing_by_hand), every key literal, figures rounded to 3 decimals."""
+    est = estimate_memory(run_of(PPO, overrides=NO_GC))
+    d = est.as_dict()
+    assert set(d) == {"total_gib", "gpu_memory_gib", "peak_phase", "terms", "peak_moment", "phases",
+                      "engine_share_gib", "resident_at_rollout_gib", "params", "notes", "known"}
+    assert (d["total_gib"], d["gpu_memory_gib"], d["peak_phase"], d["peak_moment"]) == \
+        (34.753, 24.0, "update_actor", "backward start")
+    assert d["terms"][0] == {"name": "actor activations of 24 layers (micro 4, no checkpointing)", "gib": 20.414}
+    assert [t["name"] for t in d["terms"]] == [t.name for t in est.terms]
+    assert set(d["phases"]) == {"rollout", "log_prob", "update_actor", "update_critic"}
+    actor = d["phases"]["update_actor"]
+    assert (actor["total_gib"], actor["moment"]) == (34.753, "backward start")
+    assert {"name": "actor gradients", "gib": 1.84} in actor["terms"]  # 494,032,768 x 4 B = 1.8404 GiB
+    assert all(t["gib"] > 0 for p in d["phases"].values() for t in p["terms"])  # zero terms are left out
+    assert (d["engine_share_gib"], d["resident_at_rollout_gib"]) == (None, None)  # HF rollout: no engine share
+    assert d["known"] is True and d["params"]["params"] == P05 and d["notes"] == est.notes
+    grpo = estimate_memory(run_of(GRPO)).as_dict()
+    assert grpo["engine_share_gib"] == 64.0
+    assert grpo["resident_at_rollout_gib"] == round(estimate_memory(run_of(GRPO)).resident_at_rollout_gib, 3)
+
+
+def test_fsdp_shards_over_every_node():
+    est = estimate_memory(run_of(GRPO, overrides=["trainer.nnodes=2"]))  # 4 GPUs x 2 nodes
+    assert term(est, "update_actor", "actor weights") == pytest.approx((P3 + LORA3_R64) * 4 / 8)
+    assert est.params["n_gpus"] == 8
+
+
+def test_sdpa_layer_has_no_score_matrices():
+    """Without eager attention the recomputed layer is the per-token term alone: 3B, micro 32 x 1536
+    tokens (512 prompt + 1024 response), bf16: (17*2048 + 8*11008) * 2/2 B * 49152 = 6,039,797,760 B."""
+    est = estimate_memory(run_of(GRPO, "any-1gpu", FIT_3B))
+    assert term(est, "update_actor", "actor recomputed layer (micro 32)", moment="layer recompute") == \
+        (17 * 2048 + 8 * 11008) * 32 * 1536 == 6_039_797_760
