@@ -122,13 +122,16 @@ LIKELY = {
     "gpu_inventory": ["inventory.json", "adir", "afile"], "env_file": ["envfile", "adir", "/proc/x"],
     "log_dir": ["logs", "adir"], "files": ["gens.jsonl", "afile", "adir"], "model": ["adir", "precious/run"],
     "assets": ["adir"], "interval": NUMBERS, "grace": NUMBERS, "max_age": NUMBERS, "metrics_port": NUMBERS,
-    "keep_last": NUMBERS, "quota": ["1G", "0", "-1G", "12X", "1e9", "nan"], "min_free": ["1G", "nan", "0"],
+    "keep_last": ["1", "2", "0", "-1", "nan"], "keep_every": ["2", "0", "abc"],
+    "quota": ["1G", "0", "-1G", "12X", "1e9", "nan"], "min_free": ["1G", "nan", "0"],
+    "watch": ["ray=/tmp/nope", "x=/proc", "hf-cache=adir", "bad"], "progress": ["logs", "afile", "/proc/x"],
+    "stall_after": ["5", "nan", "0"], "stall_startup": ["60", "inf"], "log_level": ["info", "error"],
 }
 
 
 def _likely(draw, action) -> str:
     choices = LIKELY.get(action.dest)
-    if choices and draw(st.booleans()):
+    if choices and draw(st.integers(0, 3)):  # mostly a likely value: the rest of the run gets exercised
         return draw(st.sampled_from(choices))
     return draw(VALUE)
 
