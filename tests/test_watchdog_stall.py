@@ -39,17 +39,43 @@ def test_progress_reads_steps_and_derives_the_limit(tmp_path):
     log.write_text("".join(json.dumps({"step": s, "data": {"timing_s/step": 60.0}}) + "\n" for s in (1, 2, 3)))
     (tmp_path / "console-1.log").write_text("(TaskRunner pid=7) step:4 - timing_s/step:300 - x:1\nnoise\n"
                                             '{"step": 99')  # a line still being written: not read yet
+    for path in tmp_path.iterdir():
+        os.utime(path, (900.0, 900.0))  # lines already there are dated by their file
     progress = Progress([tmp_path])
     progress.update(now=1000.0)
+    assert progress.step_seen_at == 900.0
     assert progress.step == 4 and sorted(progress.step_times) == [60.0, 60.0, 60.0, 300.0]
     assert progress.limit_s() == max(STALL_FLOOR_S, 5 * 60.0 + 300)
     stalled, _, facts = progress.verdict(now=progress.step_seen_at + progress.limit_s() + 1)
     assert stalled and facts["step"] == 4
     # verl's file logger opens with "wb": a relaunch truncates the file; steps are read again from 0.
     log.write_text(json.dumps({"step": 5, "data": {}}) + "\n")
+    os.utime(log, (5000.0, 5000.0))  # a new file's earlier lines are dated by the file
     progress.update(now=5000.0)
     assert progress.step == 5 and progress.step_seen_at == 5000.0
     assert not progress.verdict(now=5000.0 + 10)[0]
+
+
+def test_progress_is_per_file_and_a_finished_run_is_not_stalled(tmp_path):
+    old = tmp_path / "metrics-20250101T000000Z.jsonl"  # an earlier run that reached step 116 long ago
+    old.write_text(json.dumps({"step": 116, "data": {}}) + "\n")
+    os.utime(old, (100.0, 100.0))
+    new = tmp_path / "metrics-20260101T000000Z.jsonl"
+    new.write_text(json.dumps({"step": 3, "data": {}}) + "\n")
+    os.utime(new, (9000.0, 9000.0))
+    progress = Progress([tmp_path], stall_after_s=600.0, total_steps=116)
+    progress.update(now=9010.0)
+    assert progress.step == 3 and not progress.verdict(now=9010.0)[0]  # step 3 < 116 is still progress
+    with open(new, "a") as fh:
+        fh.write(json.dumps({"step": 4, "data": {}}) + "\n")
+    progress.update(now=9500.0)
+    assert progress.step == 4 and progress.step_seen_at == 9500.0
+    assert progress.verdict(now=9500.0 + 601)[0]
+    with open(new, "a") as fh:
+        fh.write(json.dumps({"step": 116, "data": {}}) + "\n")  # the last step: finished, quiet from now on
+    progress.update(now=10_000.0)
+    stalled, _, facts = progress.verdict(now=10_000.0 + 10**6)
+    assert not stalled and facts["finished"]
 
 
 def test_before_the_first_step_the_startup_limit_applies(tmp_path):

@@ -88,6 +88,8 @@ def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
                              "training step appears within the stall limit, the run is unhealthy. Repeatable")
     parser.add_argument("--stall-after", type=float, default=None, metavar="S",
                         help="stall limit in seconds (default: derived from the run's logged step times)")
+    parser.add_argument("--total-steps", type=int, default=None, metavar="N",
+                        help="the run's last step (rlrecipes plan): once logged, the run is finished, not stalled")
     parser.add_argument("--stall-startup", type=float, default=DEFAULT_STARTUP_S, metavar="S",
                         help=f"stall limit before the first step is logged (default {DEFAULT_STARTUP_S:.0f})")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
@@ -150,6 +152,8 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
     seconds(args.grace, "--grace")
     seconds(args.stall_after, "--stall-after", positive=True)
     seconds(args.stall_startup, "--stall-startup", positive=True)
+    if args.total_steps is not None and args.total_steps < 1:
+        raise RecipeError("must be >= 1", where="--total-steps")
     if args.stall_after is not None and not args.progress:
         raise RecipeError("a stall limit needs the run's logs to follow", where="--stall-after",
                           hint="add --progress LOG_DIR (the run's directory under $LOG_DIR)")
@@ -175,6 +179,7 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
         progress=list(args.progress),
         stall_after_s=args.stall_after,
         stall_startup_s=args.stall_startup,
+        total_steps=args.total_steps,
     )
 
 

@@ -34,6 +34,8 @@ class _File:
     offset: int = 0
     inode: int = 0
     partial: bytes = b""
+    step: int | None = None  # highest step in this file
+    seen_at: float | None = None  # when it first appeared
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Progress:
     paths: list[Path]
     stall_after_s: float | None = None  # None: derived from the step times
     startup_s: float = DEFAULT_STARTUP_S
+    total_steps: int | None = None  # a run whose logged step reached this is finished, not stalled
     step: int | None = None
     step_seen_at: float | None = None  # watchdog clock when `step` first appeared (or the file's mtime)
     started_at: float | None = None
@@ -71,10 +74,10 @@ class Progress:
             return
         state = self._files.setdefault(str(path), _File())
         if st.st_ino != state.inode or st.st_size < state.offset:  # a new file, or truncated (verl's "wb")
-            state.offset, state.inode, state.partial = 0, st.st_ino, b""
+            state.offset, state.inode, state.partial, state.step = 0, st.st_ino, b"", None
         if st.st_size == state.offset:
             return
-        first_read = state.offset == 0 and self.step is None
+        first_read = state.offset == 0  # what was there before: dated by the file, not by this pass
         try:
             with open(path, "rb") as fh:
                 fh.seek(state.offset)
@@ -86,9 +89,9 @@ class Progress:
         state.partial = lines.pop()[-MAX_LINE:]
         for raw in lines:
             if len(raw) <= MAX_LINE:
-                self._line(raw.decode("utf-8", errors="replace"), st.st_mtime if first_read else now)
+                self._line(state, raw.decode("utf-8", errors="replace"), st.st_mtime if first_read else now)
 
-    def _line(self, text: str, seen_at: float) -> None:
+    def _line(self, state: _File, text: str, seen_at: float) -> None:
         stripped = text.strip()
         if stripped.startswith("{"):
             try:
@@ -103,8 +106,13 @@ class Progress:
         seconds = metrics.get("timing_s/step")  # verl logs it for every training step
         if seconds is not None and 0 < seconds < 1e7:
             self.step_times = (self.step_times + [seconds])[-20:]
-        if self.step is None or step > self.step:
-            self.step, self.step_seen_at = step, seen_at
+        # Progress is per file: each launch (and each run, when a directory holds several) logs to its own
+        # file, so a relaunch that resumes below an older file's last step still counts as progress.
+        if state.step is None or step > state.step:
+            state.step, state.seen_at = step, seen_at
+            if (self.step_seen_at is None or seen_at > self.step_seen_at
+                    or (seen_at == self.step_seen_at and step > self.step)):
+                self.step, self.step_seen_at = step, seen_at
 
     def limit_s(self) -> float:
         if self.step is None:
@@ -123,7 +131,8 @@ class Progress:
         facts = {"step": self.step, "quiet_s": round(quiet, 1), "limit_s": round(limit, 1),
                  "median_step_s": round(statistics.median(self.step_times), 3) if self.step_times else None,
                  "files": [str(p) for p in self.files()][:20]}
-        if quiet <= limit:
+        facts["finished"] = self.total_steps is not None and self.step is not None and self.step >= self.total_steps
+        if quiet <= limit or facts["finished"]:
             return False, "", facts
         if self.step is None:
             return True, (f"no training step logged {quiet:.0f}s after the watchdog started following the run "

@@ -41,6 +41,7 @@ class WatchdogConfig:
     progress: list[Path] = field(default_factory=list)  # the run's logs: a stall turns health red
     stall_after_s: float | None = None  # None: derived from the run's step times
     stall_startup_s: float = DEFAULT_STARTUP_S
+    total_steps: int | None = None  # the run's last step: reaching it is finishing, not stalling
 
 
 class Watchdog:
@@ -54,8 +55,8 @@ class Watchdog:
         self.steps = StepCache(settled_s=config.retention.grace_s)
         self.counters = {"scans": 0, "deleted": 0, "deleted_bytes": 0, "tracker_repairs": 0, "errors": 0}
         self.metrics: MetricsServer | None = None
-        self.progress = (Progress(list(config.progress), config.stall_after_s, config.stall_startup_s)
-                         if config.progress else None)
+        self.progress = (Progress(list(config.progress), config.stall_after_s, config.stall_startup_s,
+                                  config.total_steps) if config.progress else None)
         self.last_status: dict = {}
 
     def room_bytes(self, root_bytes: int) -> tuple[int | None, actions.DiskUsage]:
