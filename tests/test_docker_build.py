@@ -26,7 +26,21 @@ install_lock = __import__("install-lock")
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module", params=sorted(IMAGES))
+# The stand-in base is Debian bookworm, whose python3 is 3.11. The Hopper lock is resolved for Python 3.12 at
+# verl 0.9.1's release date and holds releases that require Python >= 3.12 (contourpy 1.4.0 is the first pip
+# meets), so its stand-in build cannot install; a Python 3.12 stand-in (Ubuntu 24.04 rootfs) would be needed.
+# test_hopper_standin_needs_python_312 keeps this exclusion honest.
+STANDIN_IMAGES = sorted(name for name in IMAGES if name != "hopper")
+
+
+def test_hopper_standin_needs_python_312():
+    lock = (REPO / "docker" / "hopper.lock").read_text()
+    assert "--python-version 3.12" in (REPO / "docker" / "pins" / "hopper.in").read_text()
+    assert "\ncontourpy==1.4.0 " in lock, "the Python >= 3.12 release that stops a 3.11 stand-in is gone: retry it"
+    assert 'suite=${STANDIN_SUITE:-bookworm}' in (REPO / "scripts" / "ci" / "standin-bases.sh").read_text()
+
+
+@pytest.fixture(scope="module", params=STANDIN_IMAGES)
 def standin_image(request, docker_env):  # noqa: F811
     name = request.param
     docker_env.script("bash", "scripts/build-image.sh", name, "--standin", timeout=1500)
@@ -78,17 +92,6 @@ def test_p40_verl_is_patched_and_flash_attn_absent(docker_env, standin_image):  
     assert "MISMATCH" not in proc.stdout
     probe = "import importlib.util as u; print(u.find_spec('flash_attn'), u.find_spec('vllm'))"
     assert run_in(docker_env, image, "-c", probe, entrypoint="python3").stdout.strip() == "None None"
-
-
-@pytest.mark.parametrize("standin_image", ["hopper"], indirect=True)
-def test_hopper_verl_critic_takes_its_attention_and_flash_attn_absent(docker_env, standin_image):  # noqa: F811
-    _, image = standin_image
-    proc = run_in(docker_env, image, "/opt/rlrecipes/scripts/patch_verl_critic_attn.py", "--check",
-                  entrypoint="python3")
-    assert proc.stdout.startswith("ALREADY ") and proc.stdout.strip().endswith("verl/utils/model.py"), proc.stdout
-    probe = ("import importlib.metadata as m, importlib.util as u; "
-             "print(u.find_spec('flash_attn'), m.version('verl'), m.version('transformers'))")
-    assert run_in(docker_env, image, "-c", probe, entrypoint="python3").stdout.split() == ["None", "0.9.1", "5.9.0"]
 
 
 def test_entrypoint_runs_commands_and_names_missing_recipe(docker_env, standin_image):  # noqa: F811
