@@ -33,6 +33,19 @@ def test_image_is_small_non_root_and_stdlib_only(docker_env, image):  # noqa: F8
     assert dists.stdout.strip() == "['rlrecipes']"
 
 
+def test_default_command_keeps_the_images_free_space_floor(docker_env, image):  # noqa: F811
+    """The floor has one value, the image's WATCHDOG_MIN_FREE; the default command's arguments pick it up."""
+    cfg = json.loads(docker_env.run("image", "inspect", image).stdout)[0]["Config"]
+    assert "--min-free" not in cfg["Cmd"] and "WATCHDOG_MIN_FREE=20G" in cfg["Env"]
+    code = ("import argparse, sys\n"
+            "from rlrecipes.watchdog.cli import config_from_args, watchdog_arguments\n"
+            "parser = argparse.ArgumentParser()\n"
+            "watchdog_arguments(parser)\n"
+            "print(config_from_args(parser.parse_args(sys.argv[1:])).min_free_bytes)\n")
+    out = docker_env.run("run", "--rm", image, "python3", "-c", code, *cfg["Cmd"][2:])
+    assert out.stdout.strip() == str(20 * 1024**3)
+
+
 def test_sidecar_turns_healthy_prunes_and_stops_cleanly(docker_env, image):  # noqa: F811
     name = f"wd-{uuid.uuid4().hex[:8]}"
     docker_env.run("run", "-d", "--name", name, "--health-interval", "1s", "--health-start-period", "0s",

@@ -1,0 +1,12 @@
+"""Everything rlrecipes knows about verl, and the only place that knows it.
+
+- specs.py        one VerlSpec per pinned verl version: config keys that moved between versions, verl's
+                  defaults the planner reads, capabilities (rollout engines, file logger, ...)
+- checkpoints.py  the checkpoint layout on disk: step directories, tracker, shards, completeness
+- logs.py         verl's console and file-logger formats, one parser
+- check.py        validation inside a verl interpreter (`python -m rlrecipes.verl.check`)
+- env.py          finding an interpreter with a given verl
+- stopguard.py    runs the launch so that a stop lets a checkpoint save finish
+
+Everything here but check.py's verl calls is standard library only: the watchdog image imports it.
+"""
