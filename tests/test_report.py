@@ -282,3 +282,25 @@ def test_example_report(run_in_verl, tmp_path):
     assert (out / "gpu_memory.png").is_file() and "Not logged" not in md
     if os.environ.get("RLRECIPES_UPDATE_DOCS") == "1":
         shutil.copy(out / "overview.png", Path(__file__).resolve().parents[1] / "docs" / "img" / "example-report.png")
+
+
+def test_headline_by_hand():
+    """Every headline figure of a small run, worked out by hand. Validation accuracy is logged as both
+    `acc` and `reward` (verl 0.8 logs both; `acc` is preferred); steps 3 and 4 tie at the best accuracy,
+    so the earlier one is the best step; step times 10+12+14 s; tokens 1000+1500+2000.7, truncated."""
+    acc, rew = "val-core/openai/gsm8k/acc/mean@1", "val-core/openai/gsm8k/reward/mean@1"
+    steps = {
+        1: {"critic/score/mean": 0.2, acc: 0.3, rew: 0.9, "timing_s/step": 10.0, "perf/total_num_tokens": 1000.0,
+            "perf/throughput": 50.0},
+        2: {"critic/score/mean": 0.4, "timing_s/step": 12.0, "perf/total_num_tokens": 1500.0, "perf/throughput": 70.0},
+        3: {"critic/score/mean": 0.5, acc: 0.6, "timing_s/step": 14.0, "perf/total_num_tokens": 2000.7,
+            "perf/throughput": 60.0},
+        4: {acc: 0.6, "val/test_score/openai/gsm8k": 0.1},
+    }
+    run = combine([Launch(Path("metrics-1.jsonl"), "jsonl", "1", steps)])
+    assert headline(run) == {
+        "first_step": 1, "last_step": 4, "launches": 1, "restarts": 0, "accuracy_metric": acc,
+        "start_step": 1, "start_accuracy": 0.3, "end_step": 4, "end_accuracy": 0.6, "best_step": 3,
+        "best_accuracy": 0.6, "reward_metric": "critic/score/mean", "start_reward": 0.2, "end_reward": 0.5,
+        "train_seconds": 36.0, "seconds_per_step": 12.0, "tokens": 4500, "throughput": 60.0,
+    }
