@@ -412,3 +412,52 @@ def test_whole_plan_by_hand():
     assert [(f.experiment, f.severity, f.code, f.step) for f in p.findings] == [
         (str(b), "warn", "tracker-missing", 6)]  # the step the tracker now names
     assert p.healthy
+
+
+R0 = "auto-resume would restart at step 0"
+
+
+@pytest.mark.parametrize(("case", "experiment", "fix", "finding"), [
+    ("nothing whole", exp(Tracker("missing"), step(1, complete=False)), None,
+     ("error", "no-complete-checkpoint",
+      "tracker is missing and no complete checkpoint exists: auto-resume will restart at step 0", None)),
+    ("unparsable", exp(Tracker("unparsable", None, "abc", NOW - 3600), step(3)), ("unparsable", 3),
+     ("warn", "tracker-unparsable", f"tracker is unparsable ('abc'); {R0} -> set to step 3", 3)),
+    ("dangling", exp(OK(5), step(3)), ("5", 3),
+     ("warn", "tracker-dangling", f"tracker names step 5, whose directory is gone; {R0} -> set to step 3", 3)),
+    ("incomplete", exp(OK(5), step(3), step(5, complete=False)), ("5", 3),
+     ("warn", "tracker-incomplete",
+      f"tracker names step 5, which is incomplete (data.pt missing); {R0} -> set to step 3", 3)),
+    ("missing", exp(Tracker("missing"), step(1), step(2)), ("missing", 2),
+     ("warn", "tracker-missing", f"tracker is missing; {R0} -> set to step 2", 2)),
+    ("empty", exp(Tracker("empty", None, "", NOW - 3600), step(4), step(8)), ("empty", 8),
+     ("warn", "tracker-empty", f"tracker is empty; {R0} -> set to step 8", 8)),
+])
+def test_tracker_findings_in_full(case, experiment, fix, finding):
+    _, _, got_fix, findings = classify(experiment, NOW, GRACE)
+    assert (None if got_fix is None else (got_fix.experiment, got_fix.old, got_fix.new_step)) == \
+        (None if fix is None else (EXP, *fix)), case
+    assert [f.as_dict() for f in findings] == [dict(zip(
+        ("experiment", "severity", "code", "message", "step", "repaired"), (str(EXP), *finding, False)))], case
+
+
+MIB = 1024 ** 2
+
+
+@pytest.mark.parametrize(("experiments", "room", "floor", "first", "finding"), [
+    ([], -5 * MIB, MIB, 0, ("warn", "below-floor",
+                            "5.0 MiB below the budget already, before any checkpoint: nothing to free yet; the first "
+                            "save may fill the disk (pass --checkpoint-size from `rlrecipes plan` to check it fits)")),
+    ([], 0, MIB, 3 * MIB, ("error", "first-checkpoint-cannot-fit",
+                           "one checkpoint needs 3.0 MiB but only 1.0 MiB is left: the first save would fail; free "
+                           "space or move the checkpoint volume")),
+    # room -101 + the 200 B of steps 1 and 2 = 99 B, one short of the next 100 B save
+    ([exp(OK(3), step(1, age=300), step(2, age=200), step(3, age=100))], -101, 0, 0,
+     ("error", "budget-exceeded", "the budget cannot hold the next checkpoint: it needs 100 B, only 99 B is left "
+                                  "after deleting every checkpoint but the newest complete one; free space, raise "
+                                  "the quota or lower --min-free before the next save fails")),
+])
+def test_budget_findings_in_full(experiments, room, floor, first, finding):
+    p = plan(experiments, NOW, Retention(3, None, GRACE), room, floor_bytes=floor, first_checkpoint_bytes=first)
+    assert [f.as_dict() for f in p.findings] == [dict(zip(
+        ("experiment", "severity", "code", "message", "step", "repaired"), ("", *finding, None, False)))]
