@@ -46,7 +46,7 @@ STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 
 .DEFAULT_GOAL := help
 
-.PHONY: help host env envs test test-gpu mutation lint lock bench \
+.PHONY: help host env envs test test-gpu test-images-full mutation lint lock bench \
 	build-a100 build-hopper build-p40 build-runpod build-watchdog \
 	plan validate launchers data model preflight train resume merge eval report monitor smoke \
 	ray-head ray-worker runpod-template
@@ -78,6 +78,9 @@ mutation: env ## mutmut over the core-rule modules, one bounded run each (MUTATI
 test-gpu: ## on a GPU host: the gpu test tier inside IMAGE_FAMILY's image (offline: PYTEST_WHEELS=dir)
 	scripts/require-gpu.sh test-gpu
 	IMAGE_FAMILY=$(IMAGE_FAMILY) GPUS=$(GPUS) scripts/test-gpu.sh $(PYTEST_ARGS)
+
+test-images-full: env ## opt-in, slow (GBs): install each GPU image's lock for real into its Python, pip check, imports
+	RLRECIPES_IMAGES_FULL=1 $(VENV)/bin/python -m pytest tests/test_images_full.py -s $(PYTEST_ARGS)
 
 lint: env ## hadolint, shellcheck, mbake validate, compose config for every profile, launchers --check
 	VENV=$(VENV) scripts/lint.sh
