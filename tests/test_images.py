@@ -128,6 +128,8 @@ TORCH_ARCHS = {
     "2.6.0+cu118": "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90",
     "2.6.0+cu124": "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90",
     "2.7.0+cu128": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
+    # read from PyPI's torch 2.8.0 wheel (the A100 image's) by `make test-images-full` (docs/images.md)
+    "2.8.0+cu128": "sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
     "2.5.1+cu124": "sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 sm_86 sm_90 sm_90a",
 }
 
@@ -136,6 +138,8 @@ TORCH_ARCHS = {
     ("2.6.0+cu118", "6.1", True),    # the P40 image's torch: sm_60 cubins run on sm_61 (the old check said no)
     ("2.6.0+cu124", "6.1", True),    # sm_60
     ("2.7.0+cu128", "6.1", False),   # no sm_6x at all
+    ("2.8.0+cu128", "6.1", False),   # the A100 image's torch cannot run on a P40
+    ("2.8.0+cu128", "8.0", True),
     ("2.5.1+cu124", "6.1", True),    # sm_61 by name
     ("2.6.0+cu118", "6.0", True),
     ("2.6.0+cu118", "8.0", True),    # A100
