@@ -5,7 +5,9 @@
 # CI builds it against a stand-in Debian base tagged python:3.12-slim (scripts/ci/standin-bases.sh), so
 # every step uses `python3` and a virtual environment, which both bases provide.
 ARG PYTHON_VERSION=3.12
-FROM python:${PYTHON_VERSION}-slim AS wheel
+# scripts/build-image.sh passes BASE_IMAGE=<this>@sha256:... when docker/bases.lock pins it (`make lock`).
+ARG BASE_IMAGE=python:3.12-slim
+FROM ${BASE_IMAGE} AS wheel
 
 # The build backend, pinned: building the wheel here keeps setuptools out of the final image.
 ARG SETUPTOOLS_VERSION=80.9.0
@@ -18,7 +20,7 @@ COPY pyproject.toml README.m[d] /src/
 COPY rlrecipes /src/rlrecipes
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels /src
 
-FROM python:${PYTHON_VERSION}-slim
+FROM ${BASE_IMAGE}
 
 ARG PYTHON_VERSION=3.12
 # The sidecar must be able to rename and delete what the trainer writes: give the checkpoint volume this

@@ -160,6 +160,7 @@ def fake_docker(tmp_path: Path) -> dict:
     (["p40"], f"nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04@{DIGEST}"),
     (["a100"], f"nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04@{DIGEST}"),
     (["a100", "--runpod"], f"runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404@{DIGEST}"),
+    (["watchdog"], f"python:3.12-slim@{DIGEST}"),
     (["p40", "--standin"], "nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04"),  # stand-ins exist only by tag
 ])
 def test_build_image_uses_the_pinned_digest(tmp_path, args, base):
