@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -86,6 +87,14 @@ def env(sandbox, monkeypatch):
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.setenv(key, "1")
     monkeypatch.setenv("HF_HOME", str(box / "hf"))
+    # Libraries imported by earlier tests read these variables at import: set their constants too.
+    import sys as _sys
+
+    if "huggingface_hub" in _sys.modules:
+        monkeypatch.setattr(_sys.modules["huggingface_hub"].constants, "HF_HUB_OFFLINE", True)
+    if "datasets" in _sys.modules:
+        monkeypatch.setattr(_sys.modules["datasets"].config, "HF_DATASETS_OFFLINE", True, raising=False)
+        monkeypatch.setattr(_sys.modules["datasets"].config, "HF_HUB_OFFLINE", True, raising=False)
     for version in ("0.5.0", "0.8.0", "0.9.1"):
         monkeypatch.setenv(f"RLRECIPES_VERL_{version.replace('.', '_')}_PYTHON", str(sandbox["python"]))
     return sandbox
@@ -199,6 +208,9 @@ def input_files(draw) -> dict[str, bytes]:
 def run_cli(argv: list[str]) -> tuple[int, str]:
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        # In-process runs share logging: a handler left on an earlier test's captured (now closed) stream
+        # prints "--- Logging error --- Traceback"; a real command is its own process and has none.
+        logging.basicConfig(stream=err, force=True)
         try:
             code = main(argv)
         except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
