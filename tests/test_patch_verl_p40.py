@@ -91,7 +91,12 @@ SITE = patch.Site("f.py", "demo", "why", "x = bf16\n", "# rlrecipes-p40\nx = fp3
     ],
 )
 def test_site_state(text, expected):
-    assert patch.site_state(text, SITE)[0] == expected
+    state, detail = patch.site_state(text, SITE)
+    assert state == expected
+    # only a mismatch explains itself (the report prints the detail after the site name)
+    assert (detail == "") == (expected != patch.MISMATCH)
+    if expected == patch.MISMATCH:
+        assert detail.startswith(f"anchor found {text.count(SITE.anchor)} times, patched text ")
 
 
 def test_sites_are_recognisable_after_patching():
