@@ -51,8 +51,12 @@ def test_p40_ppo_terms_by_hand():
     assert term(est, "update_actor", "actor (micro 4) logits gradient") == 4 * 1024 * 151936 * 4
     # gradient checkpointing keeps one hidden state per layer: 24 x 4 x 1024 x 896 x 4 B
     assert term(est, "update_actor", "actor checkpointed layer inputs (micro 4)") == 24 * 4 * 1024 * 896 * 4
-    # the critic peaks at its optimizer step: foreach Adam's parameter-sized fp32 temporary
+    # the critic peaks at its optimizer step: foreach Adam's parameter-sized fp32 temporary, beside its
+    # fp32 weights and gradients and its Adam state loaded back from the CPU
     assert term(est, "update_critic", "critic Adam step temporary") == P05 * 4
+    assert term(est, "update_critic", "critic weights") == P05 * 4
+    assert term(est, "update_critic", "critic gradients") == P05 * 4
+    assert term(est, "update_critic", "critic Adam state (loaded from CPU)") == P05 * 8
     # HF generate, 128 prompts at once; end of decoding: KV = 2 x 24 layers x 2 kv heads x 64 head dim
     # x 4 B x 128 x 1024 tokens = 3 GiB, plus one layer's K/V repeated from 2 to 14 heads
     kv = term(est, "rollout", "KV cache (HF generate, 128 sequences x 1024 tokens)", moment="end of decoding")
