@@ -9,7 +9,7 @@ Standard library only: verl/check.py runs inside a foreign verl interpreter and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -130,23 +130,7 @@ V0_8_0 = VerlSpec(
 #   trainers' resume messages).
 # - actor_rollout_ref.rollout.calculate_log_probs defaults to True (False in 0.8.0): the rollout-vs-actor
 #   metrics rlrecipes.rollout_sync reads are logged by default.
-V0_9_1 = VerlSpec(
-    version="0.9.1",
-    # FACTS: on 0.9.1 the key is attn_implementation, without the underscore
-    attn_key="+actor_rollout_ref.model.override_config.attn_implementation",
-    critic_attn_key="+critic.model.override_config.attn_implementation",
-    critic_fsdp="critic.fsdp",
-    reward_path_key="reward.custom_reward_function.path",
-    reward_name_key="reward.custom_reward_function.name",
-    reward_kwargs_key="+reward.custom_reward_function.reward_kwargs",
-    ray_init_prefix="ray_kwargs.ray_init.",
-    rollout_engines=("vllm", "sglang", "trtllm"),
-    file_logger=True,
-    ray_init_whole_mapping=True,
-    fp32_by_config=False,
-    lora_hf_rollout_needs_orig_params=False,
-    validator="validate_config",
-)
+V0_9_1 = replace(V0_8_0, version="0.9.1")
 
 SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0, V0_9_1)}
 
