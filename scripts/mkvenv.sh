@@ -7,7 +7,7 @@
 # (TORCH_CPU_INDEX): PyPI's torch for Linux is the multi-GB CUDA build. Where that index is unreachable, a
 # local wheel (pip's find-links, e.g. a CI machine's wheel cache) must provide it, else pip stops here, naming
 # torch==X+cpu, instead of silently pulling the CUDA build. Only this one call sees the extra index, so an
-# unreachable index costs pip's retries once, not once per package.
+# unreachable index costs pip's retries once, for torch alone.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +20,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 torch_pin=$(grep -Eo '^torch==[^[:space:]#]+\+cpu' "$requirements" || true)
 if [ -n "$torch_pin" ]; then
-    "$venv/bin/python" -m pip install --quiet \
+    # --no-deps: only torch itself is looked up on the extra index (an unreachable index then costs pip's
+    # retries for one name, not for each of torch's dependencies); the -r install below brings those from PyPI.
+    "$venv/bin/python" -m pip install --quiet --no-deps \
         --extra-index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}" "$torch_pin"
 fi
 "$venv/bin/python" -m pip install --quiet -r "$requirements"
