@@ -5,10 +5,11 @@
 #
 # Stages (RECIPE and PROFILE come from the environment; PROFILE empty = the recipe's own profile), in the
 # order `run` chains them:
-#   run        data (if missing) -> model (unless complete) -> resume-check -> train  [compose default]
+#   run        data (if missing) -> model (unless complete) -> resume-check -> train  [compose default];
+#              relaunched (resume-check -> train) when the stop guard stopped a stalled run (exit 75, below)
 #   data       prepare the recipe's dataset as verl parquet under $DATA_DIR/<dataset dir> (skipped if present)
 #   model      download the recipe's base model into $MODELS_DIR
-#   resume     resume-check (repair the checkpoint tracker), then train
+#   resume     resume-check (repair the checkpoint tracker), then train; relaunched like `run` on exit 75
 #   train      preflight (writes the launch environment), the Ray cluster check when RAY_ADDRESS is set, then
 #              the recipe's launcher (extra ARGS are Hydra overrides); verl resumes by itself
 #   preflight  check GPUs, memory, disk, shm, model and data
@@ -30,6 +31,14 @@ set -euo pipefail
 : "${CKPT_DIR:=/workspace/checkpoints}"
 : "${LOG_DIR:=/workspace/logs}"
 export RLRECIPES_HOME DATA_DIR MODELS_DIR CKPT_DIR LOG_DIR
+
+# Exit 75 (EX_TEMPFAIL) is the stop guard's (rlrecipes/verl/stopguard.py) and means one thing: the watchdog
+# reported the run stalled and the guard stopped it. `run` and `resume` relaunch on it, and on nothing else,
+# at most STALL_RESTARTS times, with resume-check before each relaunch. This lives here, not in a restart
+# policy: Compose's `restart:` cannot filter exit codes (`on-failure:N` would also repeat a config error or a
+# failed preflight), a RunPod pod and a Slurm job have no such policy at all, and the image is what all three run.
+EXIT_STALLED=75
+: "${STALL_RESTARTS:=3}"
 
 log() { printf '[entrypoint] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 2; }
@@ -159,6 +168,45 @@ stage_train() {
     exec bash "$launcher" "$@"
 }
 
+# Run "$@" in the background and wait for it, passing TERM/INT/HUP on (tini signals this shell, not the
+# trainer), so `docker stop` still reaches the stop guard. Sets STOPPING when a signal came.
+STOPPING=0
+supervise() {
+    local pid code
+    ( set -e; "$@" ) &
+    pid=$!
+    trap 'STOPPING=1; kill -TERM "$pid" 2>/dev/null || true' TERM
+    trap 'STOPPING=1; kill -INT "$pid" 2>/dev/null || true' INT
+    trap 'STOPPING=1; kill -HUP "$pid" 2>/dev/null || true' HUP
+    while :; do
+        code=0
+        wait "$pid" || code=$?
+        kill -0 "$pid" 2>/dev/null || break   # still running: a trapped signal interrupted `wait`
+    done
+    trap - TERM INT HUP
+    return "$code"
+}
+
+# resume-check then train; again after exit 75 (a stalled run stopped by its guard), at most STALL_RESTARTS times.
+train_with_restarts() {
+    local restarts=0 code
+    [[ "$STALL_RESTARTS" =~ ^[0-9]+$ ]] || die "STALL_RESTARTS must be a whole number, not '$STALL_RESTARTS'"
+    while :; do
+        stage_resume_check || return $?
+        supervise stage_train "$@"   # not in an || list: that would turn off set -e inside it
+        code=$?
+        if [ "$code" -ne "$EXIT_STALLED" ] || [ "$STOPPING" = 1 ]; then
+            return "$code"
+        fi
+        if [ "$restarts" -ge "$STALL_RESTARTS" ]; then
+            log "error: the run stalled again after $restarts relaunch(es) (STALL_RESTARTS=$STALL_RESTARTS); giving up"
+            return "$code"
+        fi
+        restarts=$((restarts + 1))
+        log "the run stalled and was stopped (exit $EXIT_STALLED); relaunch $restarts of $STALL_RESTARTS from the last whole checkpoint"
+    done
+}
+
 main() {
     local stage=${1:-shell}
     [ "$#" -gt 0 ] && shift
@@ -177,13 +225,12 @@ main() {
             # `rlrecipes model` decides: a no-op when its completion marker is there, a resumed download when
             # an earlier one was interrupted (config.json alone made a half-downloaded model look complete).
             stage_model
-            stage_resume_check
-            stage_train "$@" ;;
+            set +e; train_with_restarts "$@"; exit $? ;;
         data) print_env; stage_data "$@" ;;
         model) stage_model "$@" ;;
         preflight) print_env; stage_preflight "$@" ;;
         train) print_env; stage_train "$@" ;;
-        resume) print_env; stage_resume_check; stage_train "$@" ;;
+        resume) print_env; set +e; train_with_restarts "$@"; exit $? ;;
         eval) stage_eval "$@" ;;
         *)
             if is_rlrecipes_command "$stage"; then

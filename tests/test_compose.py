@@ -71,6 +71,11 @@ def test_trainer_service_shape(service):
     mounts = {v["source"]: v["target"] for v in svc["volumes"] if v["type"] == "volume"}
     assert mounts == VOLUMES
     assert svc["depends_on"]["watchdog"]["condition"] == "service_healthy"
+    # a stalled run is stopped by its guard (exit 75) and relaunched by the image's `run` stage, never by a
+    # restart policy (which would also repeat a config error or a failed preflight)
+    assert svc["environment"]["RLRECIPES_STALL_STATUS"] == "/workspace/checkpoints/.watchdog/status.json"
+    assert int(svc["environment"]["STALL_RESTARTS"]) >= 1
+    assert svc["restart"] == "no"
 
 
 def test_watchdog_sidecar_shape():
@@ -78,7 +83,12 @@ def test_watchdog_sidecar_shape():
     assert "profiles" not in svc, "the sidecar runs without a GPU profile"
     assert svc["healthcheck"]["test"][:3] == ["CMD", "rlrecipes", "healthcheck"]
     assert svc["command"][:2] == ["rlrecipes", "watchdog"]
-    assert {v["source"]: v["target"] for v in svc["volumes"]} == {"checkpoints": "/workspace/checkpoints"}
+    assert {v["source"]: v["target"] for v in svc["volumes"]} == {"checkpoints": "/workspace/checkpoints",
+                                                                  "logs": "/workspace/logs"}
+    assert [v.get("read_only") for v in svc["volumes"] if v["source"] == "logs"] == [True]
+    command = svc["command"]
+    assert command[command.index("--progress") + 1] == VOLUMES["logs"]  # the trainers' stop guards read its stalls
+    assert svc["healthcheck"]["test"][-2:] == ["--ignore", "run-stalled"]
 
 
 def test_secrets_come_from_an_env_file_and_never_from_the_image():

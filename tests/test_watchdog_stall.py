@@ -145,8 +145,8 @@ def test_a_hanging_trainer_turns_the_watchdog_unhealthy_and_a_resumed_one_health
 
 def test_the_stop_guard_stops_a_stalled_run_so_a_restart_policy_resumes_it(tmp_path):
     """The trainer runs under the stop guard (as the launchers start it); the watchdog follows its logs.
-    On run-stalled the guard stops the hanging trainer and exits 75, which `restart: on-failure` (Compose)
-    or a pod restart turns into a relaunch that resumes from the last whole checkpoint."""
+    On run-stalled the guard stops the hanging trainer and exits 75, which the image's `run` stage
+    turns into a relaunch (tests/test_entrypoint_restarts.py) that resumes from the last whole checkpoint."""
     from rlrecipes.verl.stopguard import EXIT_STALLED
 
     ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
@@ -193,3 +193,39 @@ def test_the_stop_guard_ignores_a_stale_or_broken_status(tmp_path):
     status.write_text("{")
     assert watchdog_says_stalled(status, now) is None
     assert watchdog_says_stalled(tmp_path / "missing.json", now) is None
+
+
+def test_the_log_root_is_followed_one_directory_down(tmp_path):
+    """compose.yaml's watchdog follows $LOG_DIR, which holds one directory per run (launchers log there)."""
+    run = tmp_path / "qwen2.5-0.5b-gsm8k-ppo"
+    run.mkdir()
+    (run / "metrics-20260101T000000Z.jsonl").write_text(json.dumps({"step": 7, "data": {}}) + "\n")
+    progress = Progress([tmp_path], stall_after_s=60.0)
+    progress.update(now=time.time())
+    assert progress.step == 7
+
+
+def test_a_relaunched_guard_gets_the_whole_stall_limit_of_its_own(tmp_path):
+    """The status still reports the previous launch's stall while the relaunch loads its model."""
+    from rlrecipes.verl.stopguard import watchdog_says_stalled
+
+    status = tmp_path / "status.json"
+    now = time.time()
+    status.write_text(json.dumps({"time": now, "interval_s": 30, "progress": {"limit_s": 900.0},
+                                  "findings": [{"code": "run-stalled", "message": "stalled"}]}))
+    assert watchdog_says_stalled(status, now, started=now - 899) is None
+    assert watchdog_says_stalled(status, now, started=now - 901) == "stalled"
+
+
+def test_the_compose_gate_ignores_a_stall_but_not_other_errors(tmp_path):
+    status = tmp_path / "status.json"
+    base = {"version": 1, "time": time.time(), "interval_s": 30, "healthy": False}
+    stall = {"code": "run-stalled", "severity": "error", "message": "no new training step", "experiment": ""}
+    full = {"code": "budget-exceeded", "severity": "error", "message": "the next save will not fit", "experiment": "x"}
+    for findings, plain, ignoring in [([stall], 1, 0), ([stall, full], 1, 1), ([full], 1, 1)]:
+        status.write_text(json.dumps({**base, "findings": findings}))
+        assert _health(status)[0] == plain
+        done = subprocess.run([sys.executable, "-m", "rlrecipes", "healthcheck", "--status", str(status),
+                               "--ignore", "run-stalled"], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+        assert done.returncode == ignoring, done.stdout + done.stderr

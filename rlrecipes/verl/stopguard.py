@@ -72,12 +72,16 @@ def log(message: str) -> None:
     print(f"[stopguard] {message}", file=sys.stderr, flush=True)
 
 
-EXIT_STALLED = 75  # EX_TEMPFAIL: stopped because the run stalled; a restart policy resumes it
+EXIT_STALLED = 75  # EX_TEMPFAIL: stopped because the run stalled; scripts/entrypoint.sh relaunches on it
 STALL_POLL_S = 10.0
 
 
-def watchdog_says_stalled(status_file: Path | None, now: float) -> str | None:
-    """The watchdog's `run-stalled` message when its status file is fresh and carries one, else None."""
+def watchdog_says_stalled(status_file: Path | None, now: float, started: float | None = None) -> str | None:
+    """The watchdog's `run-stalled` message when its status file is fresh and carries one, else None.
+
+    `started`: when this guard started. Until the stall limit has passed since then, a `run-stalled` finding
+    describes the launch before it (the watchdog clears it only once the relaunch logs a step, after its
+    model loading), so a relaunch gets the whole limit of its own instead of being stopped at once."""
     if status_file is None:
         return None
     try:
@@ -85,6 +89,10 @@ def watchdog_says_stalled(status_file: Path | None, now: float) -> str | None:
         interval = float(status.get("interval_s") or 60.0)
         if not now - float(status["time"]) <= 3 * interval + 30:  # NaN and stale both fail
             return None
+        if started is not None:
+            limit = float((status.get("progress") or {}).get("limit_s") or 0.0)
+            if not now - started >= limit:  # NaN: not acted on
+                return None
         for finding in status.get("findings", []):
             if isinstance(finding, dict) and finding.get("code") == "run-stalled":
                 return str(finding.get("message"))
@@ -94,7 +102,10 @@ def watchdog_says_stalled(status_file: Path | None, now: float) -> str | None:
 
 
 def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_s: float = 0.5,
-        stall_status: Path | None = None, stall_poll_s: float = STALL_POLL_S) -> int:
+        stall_status: Path | None = None, stall_poll_s: float | None = None) -> int:
+    if stall_poll_s is None:
+        stall_poll_s = STALL_POLL_S  # read at call time, so a test can shorten it
+    started = time.time()
     child = subprocess.Popen(command)
     pending: list[int] = []
     stalled = False
@@ -116,10 +127,10 @@ def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_
             pass
         if not pending and stall_status is not None and time.monotonic() >= next_stall_check:
             next_stall_check = time.monotonic() + stall_poll_s
-            message = watchdog_says_stalled(stall_status, time.time())
+            message = watchdog_says_stalled(stall_status, time.time(), started)
             if message:
                 # Alive but training nothing (e.g. hung in its rollout engine): stop it like `docker stop`
-                # would, and exit EXIT_STALLED so the restart policy starts it again; it resumes from the
+                # would, and exit EXIT_STALLED so the image's `run` stage relaunches it; it resumes from the
                 # last whole checkpoint.
                 log(f"the watchdog reports the run stalled ({message}); stopping verl so it can be restarted")
                 stalled = True
@@ -161,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     stall = os.environ.get("RLRECIPES_STALL_STATUS")
     parser.add_argument("--stall-status", type=Path, default=Path(stall) if stall else None, metavar="FILE",
                         help="the watchdog's status file (run with --progress): when it reports run-stalled, stop "
-                             f"verl and exit {EXIT_STALLED} so a restart policy resumes the run (env "
+                             f"verl and exit {EXIT_STALLED}; the image's run stage relaunches it (env "
                              "RLRECIPES_STALL_STATUS; off by default)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the verl command")
     args = parser.parse_args(argv)

@@ -347,6 +347,9 @@ def healthcheck_arguments(parser: argparse.ArgumentParser) -> None:
                                                  "default $CKPT_DIR")
     parser.add_argument("--max-age", type=float, default=None, metavar="S",
                         help="oldest acceptable status (default: 3 x the watchdog's interval + 30 s)")
+    parser.add_argument("--ignore", action="append", default=[], metavar="CODE",
+                        help="an error finding's code that does not make this check fail (e.g. run-stalled, "
+                             "which the trainer's stop guard acts on). Repeatable")
 
 
 def healthcheck(args: argparse.Namespace) -> int:
@@ -370,6 +373,6 @@ def healthcheck(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RecursionError) as exc:
         print(f"unhealthy: {path}: not a readable status file ({type(exc).__name__}: {str(exc)[:120]})")
         return EXIT_FAILED
-    ok, reason = health(status, max_age_s=args.max_age)
+    ok, reason = health(status, max_age_s=args.max_age, ignore=frozenset(args.ignore))
     print(("healthy: " if ok else "unhealthy: ") + reason)
     return EXIT_OK if ok else EXIT_FAILED

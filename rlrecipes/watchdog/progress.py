@@ -58,7 +58,9 @@ class Progress:
             if path.is_file():
                 found.append(path)
             elif path.is_dir():
-                found += [p for pattern in LOG_PATTERNS for p in sorted(path.glob(pattern)) if p.is_file()]
+                # the directory and one level below: $LOG_DIR itself holds one directory per run
+                found += [p for pattern in LOG_PATTERNS for glob in (pattern, f"*/{pattern}")
+                          for p in sorted(path.glob(glob)) if p.is_file()]
         return sorted(set(found))
 
     def update(self, now: float) -> None:

@@ -33,13 +33,15 @@ def _finite(value) -> float | None:
     return float(value)
 
 
-def health(status: dict, now: float | None = None, max_age_s: float | None = None) -> tuple[bool, str]:
+def health(status: dict, now: float | None = None, max_age_s: float | None = None,
+           ignore: frozenset[str] = frozenset()) -> tuple[bool, str]:
     """(healthy, reason). Healthy: the last pass is fresh and raised no error finding.
 
     A malformed status (not an object, a time that is not a finite number, findings that are not a
     list) is unhealthy, never an exception; so is one dated in the future. A status written by a
     one-shot pass (`--once`: no interval) is unhealthy unless `max_age_s` says how old it may be:
-    nothing keeps it fresh, so "healthy" would otherwise hold forever.
+    nothing keeps it fresh, so "healthy" would otherwise hold forever. Error findings whose code is in
+    `ignore` do not count (compose.yaml's gate ignores `run-stalled`: the trainer's stop guard acts on it).
     """
     now = time.time() if now is None else now
     if not isinstance(status, dict):
@@ -65,7 +67,9 @@ def health(status: dict, now: float | None = None, max_age_s: float | None = Non
     if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
         return False, "malformed status: findings is not a list of objects"
     errors = [f for f in findings if f.get("severity") == "error"]
-    if errors or status.get("healthy") is not True:
+    ignored = [f for f in errors if f.get("code") in ignore]
+    errors = [f for f in errors if f not in ignored]
+    if errors or (status.get("healthy") is not True and not ignored):
         text = "; ".join(f"{f.get('experiment') or 'root'}: {f.get('message')}" for f in errors)
         return False, text or "status says unhealthy"
     return True, f"healthy ({max(age, 0):.0f}s ago)"
