@@ -229,3 +229,10 @@ def test_the_compose_gate_ignores_a_stall_but_not_other_errors(tmp_path):
                                "--ignore", "run-stalled"], capture_output=True, text=True,
                               env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
         assert done.returncode == ignoring, done.stdout + done.stderr
+
+
+def test_healthcheck_ignore_takes_only_a_code_something_else_acts_on(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "rlrecipes", "healthcheck", "--status", str(tmp_path / "s.json"),
+                           "--ignore", "run-staled"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert done.returncode == 2 and "run-staled" in done.stderr and "Traceback" not in done.stderr, done.stderr

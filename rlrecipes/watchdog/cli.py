@@ -347,9 +347,10 @@ def healthcheck_arguments(parser: argparse.ArgumentParser) -> None:
                                                  "default $CKPT_DIR")
     parser.add_argument("--max-age", type=float, default=None, metavar="S",
                         help="oldest acceptable status (default: 3 x the watchdog's interval + 30 s)")
-    parser.add_argument("--ignore", action="append", default=[], metavar="CODE",
-                        help="an error finding's code that does not make this check fail (e.g. run-stalled, "
-                             "which the trainer's stop guard acts on). Repeatable")
+    # Only findings something else acts on may be ignored; a misspelled code is an error, not a no-op.
+    parser.add_argument("--ignore", action="append", default=[], choices=["run-stalled"], metavar="CODE",
+                        help="an error finding that does not make this check fail: run-stalled (the trainer's "
+                             "stop guard acts on it; compose.yaml's gate). Repeatable")
 
 
 def healthcheck(args: argparse.Namespace) -> int:
