@@ -177,8 +177,12 @@ def run_verl_merger(actor_dir: Path, target: Path, log_file: Path) -> None:
            "--local_dir", str(actor_dir), "--target_dir", str(target)]
     code = run_logged(cmd, log_file, "verl model_merger")
     if code != 0 or not (target / "config.json").is_file():
-        tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-20:])
-        raise StageFailed(f"verl's model_merger failed (exit {code}):\n{tail}", where=str(log_file))
+        # One line: the merger's last words (its exception, e.g. "OSError: [Errno 28] No space left on
+        # device"); the whole output stays in the log named by `where`.
+        lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+        last = lines[-1][:300] if lines else "no output"
+        raise StageFailed(f"verl's model_merger failed (exit {code}): {last}", where=str(log_file),
+                          hint="its whole output is in that log")
 
 
 def _torch_dtype(name: str):
