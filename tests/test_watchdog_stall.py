@@ -127,7 +127,7 @@ def test_a_hanging_trainer_turns_the_watchdog_unhealthy_and_a_resumed_one_health
         code, out = _health(status)
         assert code == 1 and "no new training step" in out and "last: step 4" in out, out
         assert trainer.poll() is None  # the stand-in is still alive: only the logs tell it hangs
-        # The restart policy replaces the trainer; it resumes and logs steps again (a new launch, a new file).
+        # The relaunch replaces the trainer; it resumes and logs steps again (a new launch, a new file).
         trainer.kill()
         trainer.wait()
         (logs / "metrics-20260101T000100Z.jsonl").write_text(json.dumps({"step": 5, "data": {}}) + "\n")
