@@ -530,7 +530,8 @@ def test_multinode_compose_override_resolves(tmp_path):
     assert head["environment"]["PROFILE"] == "a100-80gb-2node"
     assert worker["command"] == ["/opt/rlrecipes/scripts/ray-node.sh", "worker", "10.0.0.1:6379"]
     watchdog = [(v["source"], v["target"]) for v in services["watchdog"]["volumes"]]
-    assert watchdog == [("/mnt/shared/ws/checkpoints", "/workspace/checkpoints")]
+    assert sorted(watchdog) == [("/mnt/shared/ws/checkpoints", "/workspace/checkpoints"),
+                                ("/mnt/shared/ws/logs", "/workspace/logs")]
 
 
 def test_multinode_compose_override_needs_shared_storage():
