@@ -109,13 +109,8 @@ def _token(challenge: str, ref: str) -> str:
     return token
 
 
-def base_images() -> list[str]:
-    """Every base a Dockerfile names by default (docker/*.Dockerfile FROM lines), plus RunPod's."""
-    import sys
-
-    sys.path.insert(0, str(REPO))
-    from rlrecipes.images import RUNPOD_BASES
-
+def dockerfile_bases() -> set[str]:
+    """Every base image named by a FROM in docker/*.Dockerfile, with ARG defaults substituted (stages left out)."""
     bases = set()
     for dockerfile in sorted((REPO / "docker").glob("*.Dockerfile")):
         text = dockerfile.read_text()
@@ -125,7 +120,17 @@ def base_images() -> list[str]:
             resolved = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), image)
             if resolved not in stages:
                 bases.add(resolved)
-    return sorted(bases | set(RUNPOD_BASES.values()))
+    return bases
+
+
+def base_images() -> list[str]:
+    """Every base a Dockerfile names by default (docker/*.Dockerfile FROM lines), plus RunPod's."""
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from rlrecipes.images import RUNPOD_BASES
+
+    return sorted(dockerfile_bases() | set(RUNPOD_BASES.values()))
 
 
 def refresh_bases(digest_of=registry_digest) -> Path:

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,17 +50,11 @@ def compose_binary() -> str | None:
 
 
 def dockerfile_bases() -> set[str]:
-    """Every base image named by a FROM in docker/*.Dockerfile, with ARG defaults substituted."""
-    bases = set()
-    for dockerfile in (REPO / "docker").glob("*.Dockerfile"):
-        text = dockerfile.read_text()
-        args = dict(re.findall(r"^ARG (\w+)=(\S+)", text, flags=re.M))
-        stages = set(re.findall(r"^FROM \S+ AS (\S+)", text, flags=re.M | re.I))
-        for image in re.findall(r"^FROM (\S+)", text, flags=re.M):
-            resolved = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), image)
-            if resolved not in stages:
-                bases.add(resolved)
-    return bases
+    """Every base image named by a FROM in docker/*.Dockerfile: the parser `make lock` pins digests with."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import lock_sources
+
+    return lock_sources.dockerfile_bases()
 
 
 def standin_tags() -> set[str]:
