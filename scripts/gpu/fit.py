@@ -33,7 +33,11 @@ from rlrecipes.verl.logs import parse_steps  # noqa: E402
 STEP_KEYS = ("timing_s/step", "timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/values",
              "timing_s/update_critic", "timing_s/update_actor", "perf/throughput", "perf/time_per_step",
              "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "response_length/mean",
-             "prompt_length/mean", "critic/score/mean", "actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
+             "prompt_length/mean", "critic/score/mean", "actor/pg_loss", "critic/vf_loss", "actor/kl_loss",
+             # verl >= 0.9: the weight sync after each step, and the rollout-vs-actor log-prob gap
+             "timing_s/update_weights", "timing_s/reward", "timing_s/adv", "response_length/clip_ratio",
+             "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
+             "training/rollout_actor_probs_pearson_corr")
 
 
 def main() -> int:
@@ -42,7 +46,8 @@ def main() -> int:
     parser.add_argument("--arch", required=True)
     parser.add_argument("--assets", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--cap-gib", type=float, required=True)
+    parser.add_argument("--cap-gib", type=float, default=None,
+                        help="cap PyTorch's allocator at this many GiB (a smaller card); default: no cap")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--profile", default=None, help="profile to resolve the recipe with (default: the recipe's)")
     parser.add_argument("--weights-dtype", default="float32", choices=["float32", "bfloat16"])
@@ -59,8 +64,9 @@ def main() -> int:
     data = Path(assets["data"])
     env = dict(os.environ)
     env.update({"CKPT_DIR": str(work / "checkpoints"), "LOG_DIR": str(work / "logs"), "RAY_DEDUP_LOGS": "0", "RAY_ADDRESS": "local",
-                "PYTHONUNBUFFERED": "1", "RLRECIPES_GPU_MEMORY_CAP_GIB": f"{args.cap_gib:g}",
-                "RLRECIPES_PHASE_LOG": str(work / f"phases-{args.recipe}.jsonl")})
+                "PYTHONUNBUFFERED": "1", "RLRECIPES_PHASE_LOG": str(work / f"phases-{args.recipe}.jsonl")})
+    if args.cap_gib is not None:
+        env["RLRECIPES_GPU_MEMORY_CAP_GIB"] = f"{args.cap_gib:g}"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "scripts" / "gpu" / "site"), str(REPO),
                                                       env.get("PYTHONPATH")]))
     Path(env["RLRECIPES_PHASE_LOG"]).unlink(missing_ok=True)
@@ -118,7 +124,8 @@ def main() -> int:
     out = work / f"fit-{args.recipe}.json"
     out.write_text(json.dumps(summary, indent=2, default=str) + "\n")
 
-    print(f"\nfit {args.recipe} ({args.arch}, random weights) under a {args.cap_gib:g} GiB cap: "
+    cap = f"under a {args.cap_gib:g} GiB cap" if args.cap_gib is not None else "uncapped"
+    print(f"\nfit {args.recipe} ({args.arch}, random weights) {cap}: "
           f"exit {result.rc}, OOM {oom}, steps {sorted(steps)}, wall {result.seconds:.0f} s")
     for phase, peak in summary["phase_peaks_gib"].items():
         print(f"  {phase:<14} peak allocated {peak['allocated']:6.2f} GiB  reserved {peak['reserved']:6.2f} GiB  "

@@ -10,5 +10,5 @@ T0=$(date +%s)
 python3 /root/repo/scripts/wheel_bundle.py install /root/bundle --target /root/site || exit 1
 echo "install: $(( $(date +%s) - T0 )) s"
 mkdir -p /root/w/out
-setsid nohup bash /root/repo/scripts/gpu/hopper-job.sh > /root/w/out/job.log 2>&1 < /dev/null &
+setsid nohup bash "/root/repo/${JOB:-scripts/gpu/hopper-job.sh}" > /root/w/out/job.log 2>&1 < /dev/null &
 bash scripts/gpu/hopper-wait.sh "${1:-480}"

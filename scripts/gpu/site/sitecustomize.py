@@ -9,6 +9,10 @@ RLRECIPES_PHASE_LOG=/path/phases.jsonl
     Wrap verl 0.5.0's FSDP worker methods (rollout, log-prob, ref, values, critic and actor updates):
     for each call append {"phase", "call", "seconds", "peak_allocated_gib", "peak_reserved_gib"} with
     the allocator's peak during that call (peak stats are reset before each call).
+RLRECIPES_PHASE_MARKS=/path/marks.jsonl
+    verl >= 0.6 (the V1 trainer times its phases with `verl.utils.debug.marked_timer`): for each timed
+    phase append {"phase", "pid", "t0", "t1"} (wall clock, time.time()), so samples of the whole GPU's
+    memory (scripts/gpu/gpu_sampler.py) can be assigned to the phase that was running.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 
 _CAP = os.environ.get("RLRECIPES_GPU_MEMORY_CAP_GIB")
 _PHASE_LOG = os.environ.get("RLRECIPES_PHASE_LOG")
+_PHASE_MARKS = os.environ.get("RLRECIPES_PHASE_MARKS")
 
 PHASES = {
     "ActorRolloutRefWorker": {
@@ -120,10 +125,33 @@ def _wrap_phases(module):
             wrap(cls_name, method_name, phase)
 
 
+def _mark_phases(module):
+    import contextlib
+    import functools
+
+    original = module.marked_timer
+
+    @contextlib.contextmanager
+    @functools.wraps(original)
+    def marked_timer(name, timing_raw, *args, **kwargs):
+        t0 = time.time()
+        try:
+            with original(name, timing_raw, *args, **kwargs):
+                yield
+        finally:
+            with open(_PHASE_MARKS, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"phase": name, "pid": os.getpid(), "t0": t0, "t1": time.time()}) + "\n")
+
+    # verl.utils.debug re-exports verl.utils.profiler's names with `import *`: patch the source first
+    module.marked_timer = marked_timer
+
+
 _hooks = {}
 if _CAP:
     _hooks["torch.cuda"] = _cap_cuda
 if _PHASE_LOG:
     _hooks["verl.workers.fsdp_workers"] = _wrap_phases
+if _PHASE_MARKS:
+    _hooks["verl.utils.profiler"] = _mark_phases
 if _hooks:
     sys.meta_path.insert(0, _PostImportHooks(_hooks))

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The 3B GRPO-LoRA measurement on the lent H200 (Hopper stack from the offline bundle in /root/site, the
+# machine's torch 2.11.0+cu130), started detached by hopper-start.sh (JOB=scripts/gpu/hopper-3b.sh):
+#   1. the plan's prediction for these settings (rlrecipes plan --json), written before the run;
+#   2. verl: qwen2.5-3b-gsm8k-grpo-lora as shipped on profile h200-141gb (its real architecture, random bf16
+#      weights, LoRA r64/a32 all-linear, vLLM rollout with CUDA graphs), 3 steps at BATCH prompts x 5,
+#      ignore_eos (every response runs to 1024 tokens); per-phase GPU memory from NVML samples joined with
+#      verl's phase timers (scripts/gpu/site, gpu_sampler.py, phase_peaks.py);
+#   3. standalone vLLM on the same model, prompts, batch and lengths with verl's engine arguments
+#      (max_num_seqs 256, verl's default) and with vLLM's own default max_num_seqs: the rollout efficiency.
+set -uo pipefail
+cd /root/repo
+export PYTHONPATH="/root/repo/scripts/gpu/site:/root/site:/root/repo" PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 \
+  WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
+  DO_NOT_TRACK=1
+R=qwen2.5-3b-gsm8k-grpo-lora; P=h200-141gb; BATCH=${BATCH:-128}
+O=/root/w/out; W=/root/w; mkdir -p "$O"
+T0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
+gpu_free() {  # wait until the card is empty again (vLLM's engine core / Ray workers gone), at most 90 s
+  for _ in $(seq 90); do
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    [ "${used:-99999}" -lt 2048 ] && return 0; sleep 1
+  done
+  pkill -9 -f 'ray::|raylet|gcs_server|vllm|EngineCore' ; sleep 3
+}
+OVR=(data.train_batch_size="$BATCH" actor_rollout_ref.actor.ppo_mini_batch_size=$(( BATCH / 2 ))
+     actor_rollout_ref.rollout.ignore_eos=true)
+
+stamp "versions"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
+} > "$O/versions.txt" 2>&1
+tail -1 "$O/versions.txt"
+python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" trainer.total_training_steps=3 > "$O/plan-prediction.json" 2>&1
+
+python3 scripts/gpu/gpu_sampler.py "$O/gpu-samples.jsonl" --interval 0.25 &
+SAMPLER=$!
+stamp "start verl $R on $P, batch $BATCH"
+RLRECIPES_PHASE_MARKS="$O/phase-marks.jsonl" VERL_FILE_LOGGER_PATH="$O/metrics.jsonl" \
+  timeout 900 python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" --work "$W/fit" --steps 3 \
+  --profile "$P" --weights-dtype bfloat16 --timeout 840 "${OVR[@]}" > "$O/verl-fit.log" 2>&1
+stamp "end verl: exit $?"
+cp "$W/fit/fit-$R.json" "$O/" 2>/dev/null
+ray stop --force > /dev/null 2>&1; gpu_free
+python3 scripts/gpu/phase_peaks.py "$O/phase-marks.jsonl" "$O/gpu-samples.jsonl" --out "$O/phase-peaks.json" \
+  > "$O/phase-peaks.txt" 2>&1
+
+DATA="$W/assets/data/smoke-gsm8k/train.parquet"; MODEL="$W/assets/models/random-qwen2.5-3b"
+for SEQS in 256 default; do
+  stamp "start vllm alone, max_num_seqs $SEQS"
+  ARG=(); [ "$SEQS" != default ] && ARG=(--max-num-seqs "$SEQS")
+  timeout 300 python3 scripts/gpu/vllm_alone.py --model "$MODEL" --data "$DATA" --prompts "$BATCH" --n 5 \
+    --max-tokens 1024 --lora-rank 64 --lora-alpha 32 --gpu-memory-utilization 0.6 "${ARG[@]}" --adapter "$W/adapter" \
+    --out "$O/vllm-alone-$SEQS.json" > "$O/vllm-alone-$SEQS.log" 2>&1
+  stamp "end vllm alone $SEQS: exit $?"
+  gpu_free
+done
+kill "$SAMPLER" 2>/dev/null
+touch "$O/DONE"
