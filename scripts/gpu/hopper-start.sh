@@ -5,7 +5,7 @@
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 bash scripts/gpu/hopper-carry.sh
-rm -rf /root/repo && mkdir -p /root/repo && cp -a . /root/repo/ && rm -rf /root/repo/.whl
+rm -rf /root/repo && mkdir -p /root/repo && cp -a . /root/repo/ && rm -rf /root/repo/.whl /root/repo/bundle
 T0=$(date +%s)
 python3 /root/repo/scripts/wheel_bundle.py install /root/bundle --target /root/site || exit 1
 echo "install: $(( $(date +%s) - T0 )) s"
