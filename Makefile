@@ -48,7 +48,7 @@ STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 
 .PHONY: help host env envs test test-gpu test-images-full mutation lint lock bench \
 	build-a100 build-hopper build-p40 build-runpod build-watchdog \
-	plan validate launchers data model preflight train resume merge eval report monitor smoke \
+	plan validate launchers verl-schema data model preflight train resume merge eval report monitor smoke \
 	ray-head ray-worker runpod-template
 
 help: ## list the targets (variables: RECIPE, PROFILE, GPUS, RUN, ARGS)
@@ -120,6 +120,9 @@ validate: env envs ## validate RECIPE against the real schema of its verl versio
 
 launchers: ## regenerate recipes/*.sh from the recipe YAML files
 	$(HOST_RLRECIPES) launchers
+
+verl-schema: env envs ## regenerate rlrecipes/verl/schema/*.json (the keys plan checks) from each pinned verl
+	$(VENV)/bin/python scripts/verl_schema.py
 
 data: ## prepare RECIPE's dataset as verl parquet in the data volume, in its image without GPUs (skipped if present)
 	$(STAGE_ENV) GPUS=none scripts/in-image.sh data $(ARGS)

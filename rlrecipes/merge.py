@@ -14,12 +14,15 @@
    merge-info.json; then verified: it loads with transformers, LoRA-targeted weights differ from the
    base, the others do not, and a short greedy generation runs.
 
-The output appears atomically: everything is built in a hidden directory beside --out and renamed.
+The output appears atomically: everything is built in a hidden directory beside --out and renamed. One merge
+at a time per output (a lock file beside it); the next merge removes what a killed one left there.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import importlib.util
 import json
 import os
@@ -376,8 +379,10 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
     check_output(out, ckpt, [("the base model", base), ("the recipe's base model", ctx.model_path)], force)
     started = time.monotonic()
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    claim = claim_output(out)  # held until the end: one merge per output; stale work dirs removed
+    work = None
     try:
+        work = Path(tempfile.mkdtemp(prefix=_PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
         merged_raw = work / "verl_merged"
         # beside the output, not in the work dir: it outlives a failure (the work dir is removed)
         run_verl_merger(ckpt.actor_dir, merged_raw, out.parent / f"{out.name}.model_merger.log")
@@ -451,7 +456,57 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
         final.rename(out)
         return info
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        claim.close()
+
+
+# The work directory of a merge into OUT (tempfile.mkdtemp's 8 random characters follow) and its lock file.
+_PARTIAL_PREFIX = ".{name}.partial-"
+_LOCK_NAME = ".{name}.merge.lock"
+
+
+def claim_output(out: Path):
+    """Claim `out` for this merge: an exclusive flock on `.<out>.merge.lock` beside it, held by the returned
+    open file until it is closed (the kernel drops it when the process dies, SIGKILL included). Every
+    `.<out>.partial-*` work directory found then belongs to no live merge -- only a holder of this lock makes
+    one -- and is what a killed merge left behind: removed, and each one reported on stderr. A second merge
+    into the same output while one runs is refused (exit 1) instead of racing it for the final rename."""
+    lock = out.parent / _LOCK_NAME.format(name=out.name)
+    try:
+        fh = open(lock, "a+", encoding="utf-8")
+    except OSError as exc:
+        raise RecipeError(f"cannot create the merge's lock file: {exc.strerror}", where=str(lock),
+                          hint="--out must lie in a directory this user can write") from None
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise StageFailed(f"another merge is writing this output ({holder})", where=str(out),
+                              hint="wait for it to finish, or merge into another --out") from None
+        raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=str(out)) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()}\n")
+    fh.flush()
+    for stale in stale_partials(out):
+        shutil.rmtree(stale, ignore_errors=True)
+        print(f"removed {stale}: the work directory of an earlier merge into {out.name} that did not finish",
+              file=sys.stderr)
+    return fh
+
+
+def stale_partials(out: Path) -> list[Path]:
+    """The work directories of merges into `out` beside it (call with the output claimed: then none is live)."""
+    pattern = re.compile(re.escape(_PARTIAL_PREFIX.format(name=out.name)) + r"[a-z0-9_]{8}")
+    try:
+        return sorted(p for p in out.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
+                      and not p.is_symlink())
+    except OSError:
+        return []
 
 
 def _relation(out: Path, other: Path) -> str | None:

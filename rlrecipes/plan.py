@@ -14,6 +14,7 @@ from rlrecipes.memory import MemoryEstimate, estimate_memory
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
 from rlrecipes.reference import TimeEstimate, estimate_time
+from rlrecipes.verl import schema
 
 
 def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:
@@ -180,6 +181,13 @@ class Plan:
             "command": self.command,
             "warnings": self.warnings,
         }
+
+
+def key_problems(run: ResolvedRun) -> list[schema.KeyProblem]:
+    """The overrides (recipe, profile, command line) that verl's config would refuse as unknown keys, checked
+    against the snapshot of this image's verl (no verl import: `plan` runs in the light host environment)."""
+    snapshot = schema.load(run.image.verl)
+    return snapshot.problems(run.overrides.items()) if snapshot else []
 
 
 def build_plan(run: ResolvedRun) -> Plan:

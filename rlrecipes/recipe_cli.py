@@ -70,9 +70,17 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def plan(args) -> int:
-    from rlrecipes.plan import build_plan
+    from rlrecipes.plan import build_plan, key_problems
 
     run = _resolve(args)
+    problems = key_problems(run)
+    if problems:
+        # the first one, named where it was set; validate would stop at the same key (Hydra applies in order)
+        first, rest = problems[0], [p.key for p in problems[1:]]
+        raise RecipeError(first.message + (f" (and {len(rest)} more: {', '.join(rest)})" if rest else ""),
+                          where=run.sources.get(first.override.lstrip("+~"), "overrides"),
+                          hint=f"did you mean {', '.join(first.suggestions)}?" if first.suggestions else
+                          f"`rlrecipes validate {run.name}` checks against verl {run.image.verl} itself")
     result = build_plan(run)
     mem = result.memory
     if mem.known and mem.total_gib > mem.gpu_memory_gib and not args.force:

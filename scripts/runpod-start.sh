@@ -10,11 +10,18 @@
 # 3. Stays up afterwards (also after a failure), so SSH and Jupyter keep working; RUNPOD_HOOK_STAY=0 returns
 #    the pipeline's exit code instead.
 #
+# The train stage runs the checkpoint watchdog beside the trainer (compose.yaml runs it as a sidecar; a pod
+# has one container): it keeps the last WATCHDOG_KEEP_LAST checkpoints and the disk floor, and follows the
+# run's logs. When it reports the run stalled, the launcher's stop guard (RLRECIPES_STALL_STATUS) stops verl
+# with exit 75 and the stage relaunches it (preflight, resume-check, launcher) at most STALL_RESTARTS times,
+# as the image's `run` stage does (scripts/entrypoint.sh); any other exit status ends the stage.
+#
 # Environment: RECIPE (required with AUTO_TRAIN=1), PROFILE (empty: the recipe's own), AUTO_TRAIN (0|1),
 # WANDB_API_KEY / HF_TOKEN (RunPod secrets), WORKSPACE (default /workspace), FORCE_STAGES (e.g. "eval report":
-# rerun those even if their output exists).
+# rerun those even if their output exists), STALL_RESTARTS (3), WATCHDOG (1; 0: none), WATCHDOG_KEEP_LAST (2),
+# WATCHDOG_INTERVAL (30 s), WATCHDOG_ARGS (more `rlrecipes watchdog` flags, e.g. "--stall-after 1800").
 # Outputs: $WORKSPACE/{data,models,checkpoints,logs,hf-cache,eval,reports}; this hook logs to
-# $WORKSPACE/logs/runpod-start.log.
+# $WORKSPACE/logs/runpod-start.log, the watchdog to $WORKSPACE/logs/watchdog.log.
 # train() and its helpers run through stage's "$@", which shellcheck cannot follow.
 # shellcheck disable=SC2329
 set -euo pipefail
@@ -28,6 +35,12 @@ set -euo pipefail
 : "${PROFILE:=}"
 : "${AUTO_TRAIN:=0}"
 : "${FORCE_STAGES:=}"
+: "${STALL_RESTARTS:=3}"
+: "${WATCHDOG:=1}"
+: "${WATCHDOG_KEEP_LAST:=2}"
+: "${WATCHDOG_INTERVAL:=30}"
+: "${WATCHDOG_ARGS:=}"
+EXIT_STALLED=75  # the stop guard's: the watchdog reported the run stalled and the guard stopped it
 
 # Everything a run reads or writes on the volume: the container disk is lost when the pod stops.
 MODELS_DIR="$WORKSPACE/models"
@@ -81,6 +94,7 @@ drop_unresolved_secrets() {
 
 STOPPING=0
 TRAIN_PID=
+TOTAL_STEPS=
 forced() { case " $FORCE_STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # dataset name, dataset dir, template, model dir, total training steps -- from the recipe engine.
@@ -122,8 +136,33 @@ launcher() {
     printf '%s\n' "$out/train.sh"
 }
 
-# Runs under stage's `"$@" || code=$?`, where set -e is off: every step returns its own failure.
-train() {
+WATCHDOG_PID=
+start_watchdog() {
+    if [ "$WATCHDOG" = 0 ]; then
+        log "WATCHDOG=0: no watchdog; checkpoints are not pruned and a stalled run is not restarted"
+        return 0
+    fi
+    local -a total=() extra=()
+    if [[ "$TOTAL_STEPS" =~ ^[0-9]+$ ]]; then total=(--total-steps "$TOTAL_STEPS"); fi  # finished is not stalled
+    read -r -a extra <<<"$WATCHDOG_ARGS"
+    mkdir -p "$CKPT_DIR" "$LOG_DIR/$RECIPE" || return
+    rlrecipes watchdog --root "$CKPT_DIR" --keep-last "$WATCHDOG_KEEP_LAST" --interval "$WATCHDOG_INTERVAL" \
+        --progress "$LOG_DIR/$RECIPE" ${total[@]+"${total[@]}"} ${extra[@]+"${extra[@]}"} \
+        >>"$LOG_DIR/watchdog.log" 2>&1 </dev/null &
+    WATCHDOG_PID=$!
+    export RLRECIPES_STALL_STATUS="$CKPT_DIR/.watchdog/status.json"
+    log "watchdog (pid $WATCHDOG_PID) guards $CKPT_DIR, follows $LOG_DIR/$RECIPE (log: $LOG_DIR/watchdog.log)"
+}
+
+stop_watchdog() {
+    [ -n "$WATCHDOG_PID" ] || return 0
+    kill -TERM "$WATCHDOG_PID" 2>/dev/null || true
+    wait "$WATCHDOG_PID" 2>/dev/null || true
+    WATCHDOG_PID=
+}
+
+# One launch: preflight, resume-check, the launcher; returns the launcher's exit status.
+launch() {
     local -a prof
     mapfile -t prof < <(profile_args)
     rlrecipes preflight "$RECIPE" "${prof[@]}" || return
@@ -146,7 +185,29 @@ train() {
     trap - TERM INT
     if [ "$STOPPING" = 1 ]; then
         log "stopped (signal) with exit code $code; the next start resumes from the last whole checkpoint"
+        stop_watchdog
         exit "$code"
+    fi
+    return "$code"
+}
+
+# Runs under stage's `"$@" || code=$?`, where set -e is off: every step returns its own failure.
+train() {
+    [[ "$STALL_RESTARTS" =~ ^[0-9]+$ ]] || { log "error: STALL_RESTARTS must be a whole number, not '$STALL_RESTARTS'"; return 2; }
+    start_watchdog || return
+    local restarts=0 code
+    while :; do
+        code=0
+        launch || code=$?
+        if [ "$code" -ne "$EXIT_STALLED" ] || [ "$restarts" -ge "$STALL_RESTARTS" ]; then
+            break
+        fi
+        restarts=$((restarts + 1))
+        log "the run stalled and was stopped (exit $EXIT_STALLED); relaunch $restarts of $STALL_RESTARTS from the last whole checkpoint"
+    done
+    stop_watchdog
+    if [ "$code" -eq "$EXIT_STALLED" ]; then
+        log "error: the run stalled again after $restarts relaunch(es) (STALL_RESTARTS=$STALL_RESTARTS); giving up"
     fi
     [ "$code" -eq 0 ] || return "$code"
     # verl exits 0 only after its last step; remember that, so a restarted pod does not train again.
@@ -169,10 +230,10 @@ main() {
     fi
     drop_unresolved_secrets
 
-    local fields dataset dataset_dir template model_dir total_steps
+    local fields dataset dataset_dir template model_dir
     fields=$(recipe_fields) || { log "error: cannot resolve recipe '$RECIPE' (profile '${PROFILE:-its own}')"; finish 2; }
-    read -r dataset dataset_dir template model_dir total_steps <<<"$fields"
-    log "recipe $RECIPE${PROFILE:+ on $PROFILE}: $total_steps steps; everything under $WORKSPACE"
+    read -r dataset dataset_dir template model_dir TOTAL_STEPS <<<"$fields"
+    log "recipe $RECIPE${PROFILE:+ on $PROFILE}: $TOTAL_STEPS steps; everything under $WORKSPACE"
 
     local merged="$MODELS_DIR/merged/$RECIPE" evals="$EVAL_DIR/$RECIPE" report="$REPORTS_DIR/$RECIPE"
     stage data "$DATA_DIR/$dataset_dir/manifest.json" \

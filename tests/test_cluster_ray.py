@@ -376,9 +376,20 @@ def test_slurm_script_starts_head_workers_then_checks_and_trains(tmp_path):
     assert [n for n, c in calls if c.endswith("ray-node.sh head")] == ["gpu07"]
     workers = sorted(n for n, c in calls if c.endswith("ray-node.sh worker 10.1.2.3:6379"))
     assert workers == ["gpu08", "gpu09"]
+    # the watchdog beside the trainer on the head node (in the background: its line may come later)
+    watchdog = [(n, c) for n, c in calls if " rlrecipes watchdog " in c]
+    assert watchdog == [("gpu07", f"apptainer exec --nv --bind /shared/ws:/workspace {sif} rlrecipes watchdog "
+                                  "--root /workspace/checkpoints --keep-last 2 --interval 30 "
+                                  "--progress /workspace/logs/qwen2.5-3b-gsm8k-grpo-lora")]
     overrides = "trainer.nnodes=3 trainer.n_gpus_per_node=4 trainer.total_epochs=1"
-    trainer_env = "RAY_ADDRESS=10.1.2.3:6379,RECIPE=qwen2.5-3b-gsm8k-grpo-lora,PROFILE=a100-80gb-2node,PYTHONUNBUFFERED=1"
-    tail = [(n, c) for n, c in calls if "ray-node.sh" not in c]
+    # ... whose status file the trainer's stop guard reads: on `run-stalled` it stops verl, `run` relaunches
+    trainer_env = ("RAY_ADDRESS=10.1.2.3:6379,RECIPE=qwen2.5-3b-gsm8k-grpo-lora,PROFILE=a100-80gb-2node,"
+                   "PYTHONUNBUFFERED=1,RLRECIPES_STALL_STATUS=/workspace/checkpoints/.watchdog/status.json,"
+                   "STALL_RESTARTS=3")
+    from rlrecipes.watchdog.runner import default_status_path
+
+    assert str(default_status_path(Path("/workspace/checkpoints"))) == "/workspace/checkpoints/.watchdog/status.json"
+    tail = [(n, c) for n, c in calls if "ray-node.sh" not in c and " rlrecipes watchdog " not in c]
     assert tail == [
         ("gpu07", f"{image}{trainer_env} {sif} rlrecipes cluster qwen2.5-3b-gsm8k-grpo-lora --profile "
                   f"a100-80gb-2node --wait 300 {overrides}"),

@@ -505,3 +505,69 @@ def test_a_merged_model_equal_to_the_base_is_refused(tmp_path):
     model, _, reference = fuse_lora(base_dir, adapter, 4, 8.0, ["q_proj", "v_proj"], tmp_path / "work")
     with pytest.raises(StageFailed, match="the merged model is the base model"):
         check_fused_logits(model, reference, "float32")
+
+
+# A merge as far as its work directory: claims OUT the way merge_checkpoint does, makes the work dir with
+# merge's own prefix, writes into it, says where, then waits (to be killed, or to hold the claim).
+HALF_MERGE = r'''
+import sys, tempfile, time
+from pathlib import Path
+from rlrecipes import merge
+out = Path(sys.argv[1])
+claim = merge.claim_output(out)
+work = Path(tempfile.mkdtemp(prefix=merge._PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
+(work / "verl_merged").mkdir()
+(work / "verl_merged" / "model.safetensors").write_bytes(b"half" * 1000)
+print(work, flush=True)
+time.sleep(600)
+'''
+
+
+def _half_merge(out: Path):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", HALF_MERGE, str(out)], stdout=subprocess.PIPE, text=True,
+                            env={**__import__("os").environ, "PYTHONPATH": str(TESTS.parent)})
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_the_next_merge_removes_what_a_killed_merge_left_and_spares_a_live_one(tmp_path, capsys):
+    import signal
+
+    from rlrecipes.merge import claim_output
+
+    models = tmp_path / "models"
+    models.mkdir()
+    killed, killed_work = _half_merge(models / "merged")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    live, live_work = _half_merge(models / "other")  # another output's merge, still running
+    # not work dirs of "merged": another output's (named like one), a look-alike, a user's file
+    decoys = [models / ".merged.partial-x.partial-abcd1234", models / ".merged.partialXabcd1234"]
+    for decoy in decoys:
+        decoy.mkdir()
+    (models / "notes.txt").write_text("keep\n")
+    try:
+        assert killed_work.is_dir() and live_work.is_dir()
+        claim = claim_output(models / "merged")
+        try:
+            assert not killed_work.exists(), "the killed merge's work directory is still there"
+            err = capsys.readouterr().err
+            assert err == (f"removed {killed_work}: the work directory of an earlier merge into merged that did "
+                           "not finish\n")
+            assert live_work.is_dir() and all(d.is_dir() for d in decoys)
+            assert (models / "notes.txt").read_text() == "keep\n"
+        finally:
+            claim.close()
+        # the live merge keeps its claim: a second merge into its output is refused, its work left alone
+        with pytest.raises(StageFailed, match=rf"another merge is writing this output \(pid {live.pid}\)") as info:
+            claim_output(models / "other")
+        assert info.value.exit_code == 1
+        assert (live_work / "verl_merged" / "model.safetensors").stat().st_size == 4000
+    finally:
+        live.kill()
+        live.wait(timeout=30)
+    # its claim died with it: now its work directory is stale too
+    claim_output(models / "other").close()
+    assert not live_work.exists()

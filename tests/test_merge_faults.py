@@ -41,7 +41,9 @@ def test_a_merge_that_runs_out_of_space_keeps_the_previous_merge_whole(run_in_ve
     second = run_merge(run_in_verl, "0.5.0", [*argv, "--force"])
     assert second.returncode != 0
     assert digest(out) == before, "the earlier merged model changed"
-    assert sorted(p.name for p in mount.iterdir() if not p.name.endswith(".model_merger.log")) == ["merged"]
+    # beside it only the merger's log and the merge's lock file (rlrecipes/merge.py claim_output)
+    assert sorted(p.name for p in mount.iterdir()
+                  if not p.name.endswith((".model_merger.log", ".merge.lock"))) == ["merged"]
     # one line, naming the cause (verl's merger's exception) and the log with its whole output
     assert "Traceback" not in second.stderr, second.stderr[-3000:]
     errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
@@ -70,6 +72,10 @@ def test_a_merge_killed_midway_keeps_the_previous_merge_whole(run_in_verl, verl_
     finally:
         proc.wait(timeout=60)
     assert digest(out) == before, "the earlier merged model changed"
+    (left,) = out.parent.glob(".merged.partial-*")  # what the killed merge left
     again = run_merge(run_in_verl, "0.5.0", [*argv, "--force"])  # and the next merge is not in its way
     assert again.returncode == 0, again.stderr[-3000:]
     assert digest(out)["model.safetensors"] == before["model.safetensors"]
+    # ... and removes it, saying so
+    assert not list(out.parent.glob(".merged.partial-*")), "the killed merge's work directory is still there"
+    assert f"removed {left}: the work directory of an earlier merge into merged that did not finish" in again.stderr

@@ -228,6 +228,7 @@ FAKE_RLRECIPES = textwrap.dedent("""\
               mkdir -p "$out"; echo report > "$out/report.md" ;;
       preflight) [ -z "${FAIL_PREFLIGHT:-}" ] || exit 4 ;;
       resume-check) ;;
+      watchdog) exec "$RLRECIPES_PYTHON" -m rlrecipes "$@" ;;  # the real one
       *) echo "unexpected command: $*" >&2; exit 9 ;;
     esac
 """)
@@ -290,8 +291,13 @@ def test_hook_runs_the_pipeline_under_workspace_then_skips_on_restart(pod):
     assert proc.returncode == 0, proc.stderr
     calls = _calls(tmp_path)
     stages = [c.split()[1] if c.startswith("rlrecipes") else c.split()[0] for c in calls
-              if not c.startswith("runpod")]
+              if not c.startswith(("runpod", "rlrecipes watchdog"))]
     assert stages == ["data", "model", "preflight", "train", "merge", "eval", "report"]
+    # the watchdog ran beside the trainer (it starts in the background, so its line may come after preflight's)
+    (watchdog,) = [c for c in calls if c.startswith("rlrecipes watchdog")]
+    assert watchdog.startswith(f"rlrecipes watchdog --root {ws / 'checkpoints'} --keep-last 2 --interval 30 "
+                               f"--progress {ws / 'logs' / 'qwen2.5-3b-gsm8k-grpo-lora'} --total-steps ")
+    assert _watchdog_gone(proc.stderr), "the watchdog outlived the train stage"
     assert "runpod /start.sh" in calls  # SSH/Jupyter kept
     assert any(c.startswith("rlrecipes data gsm8k --out " + str(ws / "data" / "gsm8k")) for c in calls)
     assert any(f"--models-dir {ws / 'models'}" in c for c in calls)
@@ -310,6 +316,91 @@ def test_hook_runs_the_pipeline_under_workspace_then_skips_on_restart(pod):
     assert "already done" in proc.stderr
 
 
+def _watchdog_gone(stderr: str) -> bool:
+    """The watchdog the hook started (it logs its pid) has exited."""
+    import re
+
+    (pid,) = re.findall(r"watchdog \(pid (\d+)\) guards", stderr)
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+# A stand-in trainer: resumes from verl's tracker, saves each step in verl's layout (the watchdog's own
+# simulator: shards, then the tracker) and logs it to its launch's metrics file; the first launch hangs after
+# step 3 (alive, training nothing), a relaunch first "loads the model" for a while, then trains to the end.
+SAVING_TRAINER = r'''
+import json, os, sys, time
+from rlrecipes.watchdog.simulate import save_checkpoint
+ckpt, logs, total, pause, load = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+os.makedirs(ckpt, exist_ok=True)
+tracker = os.path.join(ckpt, "latest_checkpointed_iteration.txt")
+start = int(open(tracker).read()) if os.path.exists(tracker) else 0
+first = not os.path.exists(os.path.join(ckpt, "launches"))
+with open(os.path.join(ckpt, "launches"), "a") as fh:
+    fh.write(f"start={start}\n")
+if not first:
+    time.sleep(load)
+with open(os.path.join(logs, f"metrics-launch{start}.jsonl"), "w") as jsonl:
+    for step in range(start + 1, total + 1):
+        time.sleep(pause)
+        save_checkpoint(ckpt, step, shard_bytes=1024)
+        jsonl.write(json.dumps({"step": step, "data": {"timing_s/step": pause}}) + "\n")
+        jsonl.flush()
+        if first and step == 3:
+            time.sleep(3600)
+'''
+
+# The recipe's launcher as the generated one is: the real stop guard execs the trainer.
+GUARDED_LAUNCHER = """#!/usr/bin/env bash
+echo "train $*" >> "$CALLS"
+run=qwen2.5-3b-gsm8k-grpo-lora
+mkdir -p "$LOG_DIR/$run"
+exec "$RLRECIPES_PYTHON" -c 'import sys
+from rlrecipes.verl import stopguard
+stopguard.STALL_POLL_S = 0.3
+sys.exit(stopguard.main(sys.argv[1:]))' --ckpt-dir "$CKPT_DIR/$run" --wait 5 -- \\
+    "$RLRECIPES_PYTHON" -c "$TRAINER" "$CKPT_DIR/$run" "$LOG_DIR/$run" 6 0.3 1.0
+"""
+
+
+def test_hook_runs_the_watchdog_which_gets_a_stalled_run_relaunched(pod):
+    """The real watchdog (started by the hook), the real stop guard, the hook's train stage: the hang after
+    step 3 is reported, the guard stops the trainer (exit 75), the hook relaunches it once, it resumes at 3,
+    finishes at 6, and the pipeline goes on; the watchdog is stopped with the stage."""
+    tmp_path, env = pod
+    ws = Path(env["WORKSPACE"])
+    launcher = Path(env["RLRECIPES_HOME"]) / "recipes" / "qwen2.5-3b-gsm8k-grpo-lora.sh"
+    launcher.write_text(GUARDED_LAUNCHER)
+    started = time.monotonic()
+    proc = _hook(env, TRAINER=SAVING_TRAINER, WATCHDOG_INTERVAL="0.3",
+                 WATCHDOG_ARGS="--stall-after 3 --grace 1 --log-level error")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = ws / "checkpoints" / "qwen2.5-3b-gsm8k-grpo-lora"
+    assert "the run stalled and was stopped (exit 75); relaunch 1 of 3" in proc.stderr, proc.stderr[-3000:]
+    assert "relaunch 2" not in proc.stderr
+    assert (run_dir / "launches").read_text().split() == ["start=0", "start=3"]
+    assert (run_dir / "latest_checkpointed_iteration.txt").read_text() == "6"
+    assert (run_dir / "global_step_6").is_dir() and not (run_dir / "global_step_1").exists()  # pruned (--keep-last 2)
+    calls = [c for c in _calls(tmp_path) if not c.startswith("runpod")]
+    assert [c.split()[1] for c in calls if c.startswith("rlrecipes") and c.split()[1] != "watchdog"] == [
+        "data", "model", "preflight", "preflight", "resume-check", "merge", "eval", "report"]
+    assert json.loads((ws / "checkpoints" / ".watchdog" / "status.json").read_text())  # it wrote its status
+    assert _watchdog_gone(proc.stderr), "the watchdog outlived the train stage"
+    assert (ws / "logs" / "qwen2.5-3b-gsm8k-grpo-lora" / "train.done").exists()
+    assert time.monotonic() - started < 90
+
+
+def test_hook_without_a_watchdog_says_so(pod):
+    tmp_path, env = pod
+    proc = _hook(env, WATCHDOG="0")
+    assert proc.returncode == 0, proc.stderr
+    assert "WATCHDOG=0: no watchdog" in proc.stderr
+    assert not [c for c in _calls(tmp_path) if c.startswith("rlrecipes watchdog")]
+
+
 def test_hook_resumes_an_unfinished_run(pod):
     tmp_path, env = pod
     ws = Path(env["WORKSPACE"])
@@ -322,7 +413,8 @@ def test_hook_resumes_an_unfinished_run(pod):
     proc = _hook(env)
     assert proc.returncode == 0, proc.stderr
     calls = [c for c in _calls(tmp_path) if not c.startswith("runpod")]
-    assert [c.split()[1] for c in calls if c.startswith("rlrecipes")][:3] == ["preflight", "resume-check", "merge"]
+    assert [c.split()[1] for c in calls if c.startswith("rlrecipes") and c.split()[1] != "watchdog"][:3] == [
+        "preflight", "resume-check", "merge"]
     assert any(c.startswith("train") for c in calls)
     assert (ws / "reports" / "qwen2.5-3b-gsm8k-grpo-lora" / "report.md").exists()
 

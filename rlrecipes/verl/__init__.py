@@ -5,6 +5,7 @@
 - checkpoints.py  the checkpoint layout on disk: step directories, tracker, shards, completeness
 - logs.py         verl's console and file-logger formats, one parser
 - check.py        validation inside a verl interpreter (`python -m rlrecipes.verl.check`)
+- schema.py       verl's config keys without verl (`plan`), from snapshots of each pinned verl (schema/)
 - env.py          finding an interpreter with a given verl
 - stopguard.py    runs the launch so that a stop lets a checkpoint save finish
 

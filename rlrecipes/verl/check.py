@@ -1,6 +1,7 @@
 """Validate composed verl configs with verl's own code. Runs INSIDE an environment that has the
 verl version being checked (the image, or .venvs/verl-<version>): `python -m rlrecipes.verl.check`
-reads {"jobs": [{"id": ..., "overrides": [...]}]} as JSON on stdin and prints one JSON result per job.
+reads {"jobs": [{"id": ..., "overrides": [...]}]} as JSON on stdin and prints one JSON result per job;
+`python -m rlrecipes.verl.check --schema` prints the keys of this verl's config (rlrecipes/verl/schema.py).
 
 Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any GPU work:
 1. compose `ppo_trainer` with Hydra from verl's own config tree -> unknown keys, bad types fail here;
@@ -8,14 +9,13 @@ Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any 
    the worker consults); 0.5.0 `RayPPOTrainer._validate_config` plus the mini/micro batch checks that
    0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py): OUR COPY, with their arithmetic and
    messages, held equal to verl's by tests/test_verl_worker_checks.py. Everything else is verl's own code.
-This module imports only the stdlib (and the stdlib-only specs.py) at top level: it is loaded by a
+This module imports only the stdlib (and the stdlib-only specs.py and schema.py) at top level: it is loaded by a
 foreign interpreter.
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import importlib.util
 import io
 import json
@@ -24,21 +24,8 @@ import re
 import sys
 import types
 
+from rlrecipes.verl.schema import Schema, not_a_key, suggest, tree_of
 from rlrecipes.verl.specs import spec_for
-
-# Keys that popular guides recommend but verl does not have, with verl's real name.
-KNOWN_MISNOMERS = {
-    "trainer.save_total_limit": ["trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep"],
-    "trainer.save_steps": ["trainer.save_freq"],
-    "trainer.eval_steps": ["trainer.test_freq"],
-    "trainer.num_train_epochs": ["trainer.total_epochs"],
-    "trainer.output_dir": ["trainer.default_local_dir"],
-    "actor_rollout_ref.actor.learning_rate": ["actor_rollout_ref.actor.optim.lr"],
-    "actor_rollout_ref.actor.lr": ["actor_rollout_ref.actor.optim.lr"],
-    "actor_rollout_ref.model.lora_r": ["actor_rollout_ref.model.lora_rank"],
-    "data.batch_size": ["data.train_batch_size"],
-}
-
 
 def _version() -> str:
     import verl
@@ -68,24 +55,19 @@ def _key_of(override: str) -> str:
 def _suggest(bad_key: str, base_cfg) -> list[str]:
     from omegaconf import OmegaConf
 
-    if bad_key in KNOWN_MISNOMERS:
-        return KNOWN_MISNOMERS[bad_key]
-    parent, _, leaf = bad_key.rpartition(".")
-    node = OmegaConf.select(base_cfg, parent) if parent else base_cfg
-    # walk up to the deepest existing parent
-    while node is None and parent:
-        parent, _, leaf = parent.rpartition(".")
-        node = OmegaConf.select(base_cfg, parent) if parent else base_cfg
-    if not OmegaConf.is_dict(node):
-        return []
-    names = [k for k in node.keys() if isinstance(k, str)]
-    close = difflib.get_close_matches(leaf, names, n=3, cutoff=0.6)
-    # also match on any word of the leaf (save_total_limit -> ..._to_keep finds nothing; that is what the
-    # misnomer table is for), e.g. 'micro_batch' -> ppo_micro_batch_size_per_gpu
-    if not close:
-        words = [w for w in leaf.split("_") if len(w) > 3]
-        close = [n for n in names if any(w in n for w in words)][:3]
-    return [f"{parent}.{n}" if parent else n for n in close]
+    return suggest(bad_key, tree_of(OmegaConf.to_container(base_cfg, resolve=False)))
+
+
+def schema() -> Schema:
+    """The keys of this verl's composed default config and its config groups: what rlrecipes/verl/schema.py
+    snapshots for `plan`, which has no verl."""
+    from omegaconf import OmegaConf
+
+    root = _config_dir()
+    groups = {os.path.relpath(d, root).replace(os.sep, "/") for d, _, files in os.walk(root)
+              if d != root and any(f.endswith(".yaml") for f in files)}
+    return Schema(verl=_version(), tree=tree_of(OmegaConf.to_container(_compose([]), resolve=False)),
+                  groups=frozenset(groups))
 
 
 def _composition_error(exc: Exception, overrides: list[str]) -> dict:
@@ -111,7 +93,7 @@ def _composition_error(exc: Exception, overrides: list[str]) -> dict:
     if bad is None:
         return {"ok": False, "kind": "compose", "key": None, "message": detail.strip().splitlines()[0],
                 "detail": detail.strip(), "suggestions": []}
-    return {"ok": False, "kind": "unknown_key", "key": bad, "message": f"'{bad}' is not a key of verl's config",
+    return {"ok": False, "kind": "unknown_key", "key": bad, "message": not_a_key(bad),
             "detail": detail.strip(), "suggestions": suggestions}
 
 
@@ -311,7 +293,13 @@ def check(overrides: list[str]) -> dict:
 VALIDATORS = {"ray_trainer": _check_050, "validate_config": _check_08x}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--schema"]:
+        # the snapshot plan checks keys against (scripts/verl_schema.py writes it into rlrecipes/verl/schema/)
+        with contextlib.redirect_stdout(sys.stderr):
+            snapshot = schema()
+        sys.stdout.write(snapshot.as_json())
+        return 0
     request = json.load(sys.stdin)
     results = []
     # verl and Ray print on import; keep stdout for the JSON answer only.
