@@ -145,7 +145,7 @@ stage_train() {
     stage_preflight --env-file "$env_file" "$@"
     if [ -f "$env_file" ]; then
         set -a
-        # shellcheck disable=SC1090
+        # shellcheck disable=SC1090  # the env file is the one preflight just wrote, named at run time
         . "$env_file"
         set +a
     fi

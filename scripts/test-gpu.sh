@@ -31,7 +31,7 @@ if [ -n "${PYTEST_WHEELS:-}" ]; then
     args+=(-v "$(cd "$PYTEST_WHEELS" && pwd):/opt/pytest-wheels:ro" -e PIP_NO_INDEX=1 -e PIP_FIND_LINKS=/opt/pytest-wheels)
 fi
 # Inside the container: "$@" are the pytest arguments given to this script.
-# shellcheck disable=SC2016
+# shellcheck disable=SC2016  # single quotes on purpose: $-expressions expand in the container, not here
 script='set -e
 if [ ! -d /opt/pytest/_pytest ]; then python -m pip install --quiet --target /opt/pytest "pytest>=8"; fi
 cd /opt/rlrecipes

