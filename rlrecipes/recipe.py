@@ -24,7 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrecipes import overrides as ov
 from rlrecipes.errors import RecipeError
-from rlrecipes.values import INTERPOLATION, UNSET, check_values, resolved
+from rlrecipes.values import INTERPOLATION, UNSET, check_packing, check_values, resolved
 from rlrecipes.images import IMAGES, Image
 from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
 from rlrecipes.verl.specs import VerlSpec
@@ -524,6 +524,12 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
     put(prof.verl, f"profile {prof.name}")
     put(recipe.verl, f"recipe {recipe.name}")
     put(cli, "command line")
+
+    final = {ov.bare_key(k): v for k, v in merged.items()}
+    attention = {"attn": final.get(ov.bare_key(spec.attn_key))}
+    if uses_critic:
+        attention["critic_attn"] = final.get(ov.bare_key(spec.critic_attn_key))
+    check_packing(final.get, where, attention)
 
     wandb = bool(env.get("WANDB_API_KEY"))
     variables: dict[str, Any] = {k: env.get(k, default) for k, default in PATH_DEFAULTS.items()}

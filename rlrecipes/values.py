@@ -110,3 +110,32 @@ def check_values(lookup: Callable[[str], Any], source: Callable[[str], str]) -> 
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             raise RecipeError(f"must be a fraction in (0, 1], got {value!r}", where=source(key))
     return warnings
+
+
+# verl packs a micro batch's sequences into one row when `use_remove_padding` is on, and patches only the
+# FlashAttention forward (verl/models/transformers/monkey_patch.py) to keep them apart. Under SDPA or eager
+# attention transformers sees one long causal sequence: each sequence attends to those packed before it, so
+# the log-probs are wrong; and without flash-attn's cross-entropy kernel verl's log-prob loop runs once per
+# token. Measured on an H200 (docs/bench/gpu-hopper-3b.md): packed log-probs off by up to 7.5 nats, verl's
+# log-prob step 1.56 s instead of 0.016 s per micro batch of 32. verl 0.5.0 imports flash-attn for it.
+PACKING_KEYS = {  # use_remove_padding key -> the key that names that model's attention
+    "actor_rollout_ref.model.use_remove_padding": "attn",
+    "critic.model.use_remove_padding": "critic_attn",
+}
+PACKING_ATTENTION = ("flash_attention_2", "flash_attention_3")
+
+
+def check_packing(lookup: Callable[[str], Any], source: Callable[[str], str], attention: dict[str, Any]) -> None:
+    """Raise RecipeError when `use_remove_padding` is on for a model whose attention cannot keep packed
+    sequences apart. `attention` maps "attn" (actor and reference) and, with a critic, "critic_attn" to the
+    attention implementation in effect; a model not in it is not checked."""
+    for key, which in PACKING_KEYS.items():
+        if which not in attention:
+            continue
+        impl = attention[which]
+        if resolved(key, lookup) is True and impl not in PACKING_ATTENTION:
+            raise RecipeError(
+                f"use_remove_padding=true needs flash_attention_2, and this model runs {impl}: verl packs each "
+                "micro batch into one sequence, which only FlashAttention keeps apart (the log-probs come out "
+                "wrong and the log-prob step runs once per token otherwise)",
+                where=source(key), hint=f"set {key}=false, or use a flash_attention_2 profile")
