@@ -144,6 +144,10 @@ def build_model(arch: Architecture, tokenizer, out_dir: Path, seed: int, dtype: 
     with torch.device(device):
         model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
     model = model.to("cpu")
+    if device == "cuda":
+        # hand the initialisation's memory back: an in-process caller (scripts/gpu/fit.py) then launches verl
+        # on the same GPU, and PyTorch's cache held 13.3 GiB of it for the whole 3B run on an H200
+        torch.cuda.empty_cache()
     model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=[eos, pad], pad_token_id=pad)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
