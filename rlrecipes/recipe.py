@@ -24,7 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rlrecipes import overrides as ov
 from rlrecipes.errors import RecipeError
-from rlrecipes.values import INTERPOLATION, UNSET, check_packing, check_values, resolved
+from rlrecipes.values import INTERPOLATION, PACKING_ATTENTION, UNSET, check_packing, check_values, resolved
 from rlrecipes.images import IMAGES, Image
 from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
 from rlrecipes.verl.specs import VerlSpec
@@ -293,6 +293,10 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
         "actor_rollout_ref.model.enable_gradient_checkpointing": profile.gradient_checkpointing,
         spec.attn_key: profile.attention,
     }
+    packs = profile.attention in PACKING_ATTENTION
+    if not packs:
+        # verl >= 0.6 packs micro batches by default, which only FlashAttention keeps apart (values.check_packing)
+        out["actor_rollout_ref.model.use_remove_padding"] = False
     if profile.gpu_memory_utilization is not None:
         out["actor_rollout_ref.rollout.gpu_memory_utilization"] = profile.gpu_memory_utilization
     if profile.rollout != "hf":
@@ -320,6 +324,8 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
             out[f"{spec.critic_fsdp}.optimizer_offload"] = profile.offload["optimizer"]
         out["critic.model.enable_gradient_checkpointing"] = profile.gradient_checkpointing
         out[spec.critic_attn_key] = profile.attention
+        if not packs:
+            out["critic.model.use_remove_padding"] = False
     if profile.dtype == "fp32" and spec.fp32_by_config:
         # verl computes in bf16 unless told otherwise; these are its config-level FP32 switches
         # (FACTS.md); the autocast sites that config cannot reach are patched in the P40 image.
@@ -529,7 +535,7 @@ def resolve(name: str, profile: str | None = None, overrides: list[str] | None =
     attention = {"attn": final.get(ov.bare_key(spec.attn_key))}
     if uses_critic:
         attention["critic_attn"] = final.get(ov.bare_key(spec.critic_attn_key))
-    check_packing(final.get, where, attention)
+    check_packing(lambda key: final.get(key, spec.default(key)), where, attention)
 
     wandb = bool(env.get("WANDB_API_KEY"))
     variables: dict[str, Any] = {k: env.get(k, default) for k, default in PATH_DEFAULTS.items()}

@@ -42,12 +42,59 @@ def test_packing_without_flash_attention_is_refused_naming_key_and_source(recipe
     (GRPO3B, "h100-80gb", [], True),
     (GRPO3B, "h200-141gb", [], False),                     # SDPA, padded
     (GRPO3B, "h200-141gb", [f"{RMPAD}=false"], False),
-    ("smoke-grpo-lora", "any-1gpu-vllm", [f"{CRITIC_RMPAD}=true"], None),  # no critic: its key is moot
+    ("smoke-grpo-lora", "any-1gpu-vllm", [f"{CRITIC_RMPAD}=true"], False),  # no critic: its key is moot
     ("qwen2.5-0.5b-gsm8k-ppo", "p40-24gb", [], False),
+    # SDPA profiles that never named the key: verl 0.8.0/0.9.1 would pack by default; rlrecipes pads
+    ("smoke-grpo-lora", "any-1gpu-vllm", [], False),
+    ("smoke-ppo", "any-1gpu-hopper", [], False),
 ])
 def test_packing_is_allowed_where_attention_keeps_sequences_apart(recipe, profile, overrides, packs):
     run = resolve(recipe, profile=profile, overrides=overrides, env=ENV)
     assert run.get(RMPAD) is packs
+    if run.use_critic:
+        assert run.get(CRITIC_RMPAD) is packs
+
+
+def test_the_verl_default_counts_when_no_layer_names_the_key(tmp_path, monkeypatch):
+    """A FlashAttention profile that leaves packing to verl's default (true from 0.6 on), switched to SDPA on
+    the command line: refused, naming verl's default as the source."""
+    import shutil
+    from pathlib import Path
+
+    REPO = Path(__file__).resolve().parents[1]
+    shutil.copytree(REPO / "recipes", tmp_path / "recipes")
+    profile = tmp_path / "recipes" / "profiles" / "a100-80gb.yaml"
+    text = profile.read_text()
+    assert f"  {RMPAD}: true\n" in text
+    profile.write_text(text.replace(f"  {RMPAD}: true\n", ""))
+    monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
+    assert resolve(GRPO3B, profile="a100-80gb", env=ENV).get(RMPAD) is True  # verl 0.8.0's default
+    with pytest.raises(RecipeError) as err:
+        resolve(GRPO3B, profile="a100-80gb", env=ENV,
+                overrides=["+actor_rollout_ref.model.override_config.attn_implementation=sdpa"])
+    assert err.value.where == f"verl default: {RMPAD}"
+
+
+DEFAULTS = r"""
+import json, os, verl
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"), version_base=None):
+    cfg = compose("ppo_trainer", overrides=[])
+print(json.dumps({k: OmegaConf.select(cfg, k) for k in ("actor_rollout_ref.model.use_remove_padding",
+                                                         "critic.model.use_remove_padding")}))
+"""
+
+
+@pytest.mark.parametrize("version", ["0.5.0", "0.8.0", "0.9.1"])
+def test_the_spec_knows_verls_packing_default(run_in_verl, version):
+    from rlrecipes.verl.specs import SPECS
+
+    proc = run_in_verl(version, DEFAULTS, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    composed = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert composed == {key: SPECS[version].default(key) for key in composed}
+    assert composed[RMPAD] is (version != "0.5.0")
 
 
 def test_no_shipped_profile_packs_without_flash_attention():

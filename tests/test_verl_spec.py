@@ -61,7 +61,8 @@ def fake_verl(tmp_path, monkeypatch):
     profile = (tmp_path / "recipes" / "profiles" / "a100-80gb.yaml").read_text()
     profile = profile.replace("image: a100", "image: fake").replace(
         "offload: {param: false, optimizer: false}", "offload: {param: true, optimizer: true}").replace(
-        "attention: flash_attention_2", "attention: eager")
+        "attention: flash_attention_2", "attention: eager").replace(
+        "use_remove_padding: true", "use_remove_padding: false")  # packing needs FlashAttention (test_packing.py)
     (tmp_path / "recipes" / "profiles" / "fake.yaml").write_text(profile)
     monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
     return image

@@ -102,6 +102,8 @@ V0_5_0 = VerlSpec(
     fp32_by_config=True,
     lora_hf_rollout_needs_orig_params=True,
     validator="ray_trainer",
+    defaults={**COMMON_DEFAULTS, "actor_rollout_ref.model.use_remove_padding": False,
+              "critic.model.use_remove_padding": False},
 )
 
 V0_8_0 = VerlSpec(
@@ -119,6 +121,9 @@ V0_8_0 = VerlSpec(
     fp32_by_config=False,
     lora_hf_rollout_needs_orig_params=False,
     validator="validate_config",
+    # packed micro batches by default from 0.6 on (hf_model.yaml); the critic follows the actor
+    defaults={**COMMON_DEFAULTS, "actor_rollout_ref.model.use_remove_padding": True,
+              "critic.model.use_remove_padding": True},
 )
 
 # The Hopper image. Same config layout and checks as 0.8.0 (verified by composing both trees: the keys above,
