@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import tempfile
@@ -66,6 +67,35 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, mode: int | None = 
 
 def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+class LockHeld(Exception):
+    """Another live process holds the lock; `holder` is what it wrote into the lock file ("pid N")."""
+
+    def __init__(self, holder: str):
+        super().__init__(holder)
+        self.holder = holder
+
+
+def claim_lock(fh) -> None:
+    """Take an exclusive flock on the open lock file `fh` without waiting, and write this process's pid into it.
+
+    The kernel drops the lock when the process dies (SIGKILL included), so a crash leaves no stale lock.
+    Raises LockHeld (the file closed) when another process has it, OSError when flock itself fails.
+    """
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise LockHeld(holder) from None
+        raise
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()}\n")
+    fh.flush()
 
 
 def human_bytes(value: float | None) -> str:

@@ -21,8 +21,6 @@ at a time per output (a lock file beside it); the next merge removes what a kill
 from __future__ import annotations
 
 import argparse
-import errno
-import fcntl
 import importlib.util
 import json
 import os
@@ -35,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.fsutil import LockHeld, atomic_write_text, claim_lock
 from rlrecipes.ui import run_logged
 from rlrecipes.verl.checkpoints import (LORA_ADAPTER_DIR, STEP_DIR_PATTERN, TRACKER_NAME, CheckpointRef,
                                         locate_checkpoint, step_of)
@@ -479,19 +477,12 @@ def claim_output(out: Path):
         raise RecipeError(f"cannot create the merge's lock file: {exc.strerror}", where=str(lock),
                           hint="--out must lie in a directory this user can write") from None
     try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        claim_lock(fh)
+    except LockHeld as held:
+        raise StageFailed(f"another merge is writing this output ({held.holder})", where=str(out),
+                          hint="wait for it to finish, or merge into another --out") from None
     except OSError as exc:
-        fh.seek(0)
-        holder = fh.read().strip() or "another process"
-        fh.close()
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise StageFailed(f"another merge is writing this output ({holder})", where=str(out),
-                              hint="wait for it to finish, or merge into another --out") from None
         raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=str(out)) from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()}\n")
-    fh.flush()
     for stale in stale_partials(out):
         shutil.rmtree(stale, ignore_errors=True)
         print(f"removed {stale}: the work directory of an earlier merge into {out.name} that did not finish",

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import errno
-import fcntl
 import json
 import logging
 import math
@@ -17,7 +15,7 @@ from pathlib import Path
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
 from rlrecipes.watchdog.actions import HOG_KINDS
 from rlrecipes.verl.checkpoints import WATCHDOG_DIR, step_dir
-from rlrecipes.fsutil import human_bytes
+from rlrecipes.fsutil import LockHeld, claim_lock, human_bytes
 from rlrecipes.watchdog.policy import Retention, parse_size
 from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
@@ -233,19 +231,12 @@ def _lock_root(root: Path, dry_run: bool):
         raise StageFailed(f"cannot create the lock file: {exc.strerror}", where=str(path),
                           hint="the watchdog must be able to write under its root (docs/watchdog.md)") from None
     try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        claim_lock(fh)
+    except LockHeld as held:
+        raise StageFailed(f"another watchdog already watches this root ({held.holder})", where=str(root),
+                          hint="run one watchdog per checkpoint root; stop the other one first") from None
     except OSError as exc:
-        fh.seek(0)
-        holder = fh.read().strip() or "another process"
-        fh.close()
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise StageFailed(f"another watchdog already watches this root ({holder})", where=str(root),
-                              hint="run one watchdog per checkpoint root; stop the other one first") from None
         raise StageFailed(f"cannot lock {path}: {exc.strerror}", where=str(root)) from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()}\n")
-    fh.flush()
     return fh
 
 
