@@ -43,10 +43,41 @@ def verl_function(source: Path, name: str):
     return namespace[name]
 
 
+def random_model(arch_name: str, attn: str, max_len: int, layers: int | None = None):
+    """A random-weight Qwen2ForCausalLM of a recipe's architecture on the GPU in bf16 (fp32 on a CPU);
+    returns (model, device)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from rlrecipes.models import ARCHITECTURES
+
+    arch = ARCHITECTURES[arch_name]
+    device, dtype = ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)
+    config = Qwen2Config(vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
+                         num_hidden_layers=layers or arch.layers, num_attention_heads=arch.heads,
+                         num_key_value_heads=arch.kv_heads, max_position_embeddings=max(arch.max_position, max_len),
+                         tie_word_embeddings=arch.tie_embeddings)
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    with torch.device(device):
+        return Qwen2ForCausalLM(config).to(dtype), device
+
+
+def padded_batch(ids, pad_to: int):
+    """verl's padded layout: prompts left-padded to max_prompt_length, so every row is pad_to long; returns
+    (input_ids, attention_mask, position_ids)."""
+    import torch
+
+    left = pad_to - ids.shape[1]
+    padded = torch.nn.functional.pad(ids, (left, 0))
+    mask = torch.ones_like(padded)
+    mask[:, :left] = 0
+    return padded, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
 def main() -> int:
     import torch
     import transformers
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from rlrecipes.models import ARCHITECTURES
 
@@ -63,17 +94,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    arch = ARCHITECTURES[args.arch]
     cuda = torch.cuda.is_available()
-    device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
-    config = Qwen2Config(vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
-                         num_hidden_layers=args.layers or arch.layers, num_attention_heads=arch.heads,
-                         num_key_value_heads=arch.kv_heads, max_position_embeddings=max(arch.max_position, args.pad_to),
-                         tie_word_embeddings=arch.tie_embeddings)
-    config._attn_implementation = args.attn
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen2ForCausalLM(config).to(dtype).eval()
+    model, device = random_model(args.arch, args.attn, args.pad_to, args.layers)
+    model.eval()
+    dtype, config = model.dtype, model.config
     seq = args.prompt + args.response
     ids = torch.randint(0, 1000, (args.micro, seq), device=device)
 
@@ -89,11 +113,7 @@ def main() -> int:
         return (time.perf_counter() - start) / args.reps, out
 
     packed_pos = torch.arange(seq, device=device).repeat(args.micro).unsqueeze(0)
-    left = args.pad_to - seq  # verl left-pads prompts to max_prompt_length and right-pads responses
-    padded_ids = torch.nn.functional.pad(ids, (left, 0))
-    mask = torch.ones_like(padded_ids)
-    mask[:, :left] = 0
-    padded_pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    padded_ids, mask, padded_pos = padded_batch(ids, args.pad_to)
     with torch.no_grad():
         packed_s, _ = timed(lambda: model(input_ids=ids.reshape(1, -1), position_ids=packed_pos).logits)
         padded_s, _ = timed(lambda: model(input_ids=padded_ids, attention_mask=mask, position_ids=padded_pos).logits)

@@ -23,10 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def main() -> int:
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from rlrecipes.models import ARCHITECTURES
-    from rmpad_attention import verl_function
+    from rmpad_attention import padded_batch, random_model, verl_function
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="qwen2.5-3b", choices=sorted(ARCHITECTURES))
@@ -42,17 +41,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    arch = ARCHITECTURES[args.arch]
     cuda = torch.cuda.is_available()
-    device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
-    config = Qwen2Config(vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
-                         num_hidden_layers=arch.layers, num_attention_heads=arch.heads,
-                         num_key_value_heads=arch.kv_heads, max_position_embeddings=max(arch.max_position, args.pad_to),
-                         tie_word_embeddings=arch.tie_embeddings)
-    config._attn_implementation = args.attn
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen2ForCausalLM(config).to(dtype)
+    model, device = random_model(args.arch, args.attn, args.pad_to)
+    dtype = model.dtype
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.enable_input_require_grads()
     model = get_peft_model(model, LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, target_modules="all-linear"))
@@ -60,11 +51,7 @@ def main() -> int:
     logprobs = verl_function(args.verl_source, "logprobs_from_logits_v2")
 
     seq = args.prompt + args.response
-    left = args.pad_to - seq
-    ids = torch.nn.functional.pad(torch.randint(0, 1000, (args.micro, seq), device=device), (left, 0))
-    mask = torch.ones_like(ids)
-    mask[:, :left] = 0
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    ids, mask, pos = padded_batch(torch.randint(0, 1000, (args.micro, seq), device=device), args.pad_to)
 
     def micro_batch() -> None:
         logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -args.response - 1:-1]
