@@ -85,6 +85,13 @@ sys.exit(0 if sys.argv[1] in COMMANDS else 1)' "$1"
 
 start_runpod_services() {
     if [ -n "${RUNPOD_POD_ID:-}" ] && [ -x /start.sh ]; then
+        # No such secret on the account leaves the template's reference as the value: /start.sh would serve
+        # Jupyter with it as the password, and it is public (it is in the template).
+        case "${JUPYTER_PASSWORD:-}" in
+            *RUNPOD_SECRET_*) log "warning: JUPYTER_PASSWORD is an unresolved RunPod secret reference: no Jupyter" \
+                                  "(create the JUPYTER_PASSWORD secret)"
+                              unset JUPYTER_PASSWORD ;;
+        esac
         log "RunPod pod ${RUNPOD_POD_ID}: starting /start.sh in the background (SSH, Jupyter)"
         /start.sh >/var/log/runpod-start.log 2>&1 &
     fi

@@ -77,6 +77,11 @@ start_runpod_services() {
         log "$RUNPOD_START_SH is already running"
         return 0
     fi
+    # An unresolved reference would be Jupyter's password, and it is public (it is in the template).
+    case "${JUPYTER_PASSWORD:-}" in
+        *RUNPOD_SECRET_*) log "warning: JUPYTER_PASSWORD is an unresolved RunPod secret reference: no Jupyter"
+                          unset JUPYTER_PASSWORD ;;
+    esac
     log "starting $RUNPOD_START_SH in the background (SSH, Jupyter)"
     "$RUNPOD_START_SH" >>"$LOG_DIR/runpod-services.log" 2>&1 </dev/null &
 }

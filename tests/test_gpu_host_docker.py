@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.docker import docker_env  # noqa: F401
-from support.gpuhost import doc_blocks, fresh_clone, host_env
+from support.gpuhost import doc_blocks, fresh_clone, host_env, tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "fixtures" / "standin_verl"
@@ -110,19 +110,6 @@ def doc_command(prefix: str) -> tuple[str, str]:
                 if line.startswith(prefix):
                     return line.split("  #", 1)[0].strip(), block.id
     raise AssertionError(f"no gpu-host: p40 block runs {prefix!r}")
-
-
-def tiny_model(where: Path) -> Path:
-    """What `rlrecipes model` leaves: config.json, weights, a tokenizer with a chat template, the marker."""
-    from tinytok import build_tokenizer
-
-    where.mkdir(parents=True)
-    build_tokenizer(where)
-    (where / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
-                                                   "hidden_size": 64, "num_hidden_layers": 2}))
-    (where / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
-    (where / ".rlrecipes-model.json").write_text('{"hub_id": "Qwen/Qwen2.5-0.5B-Instruct"}\n')
-    return where
 
 
 @pytest.fixture(scope="module")

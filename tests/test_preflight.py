@@ -278,6 +278,49 @@ def test_tracker_states(tmp_path):
     assert checks_by_name(disabled, inv("p40x1"), host)["tracker"].status == "pass"
 
 
+# (recipe, profile, overrides, world sizes the resumed step was saved with, status, message fragments)
+RESUME_WORLD_SIZES = [
+    (GRPO, "a100-80gb", [], [4], "pass", ["saved by 4 rank(s), as this run has"]),
+    # docs/multinode-and-runpod.md before the fix: `sbatch --nodes=2` then `--nodes=4` on the same run
+    (GRPO, "a100-80gb", ["trainer.nnodes=4"], [8], "fail", ["saved by 8 rank(s)", "this run has 16",
+                                                           "model_world_size_16_rank_*.pt", "FileNotFoundError"]),
+    (GRPO, "a100-80gb-2node", [], [4], "fail", ["saved by 4 rank(s)", "this run has 8"]),
+    (GRPO, "a100-80gb", ["trainer.n_gpus_per_node=2"], [4], "fail", ["this run has 2"]),
+    # a step re-saved by a run of another size holds both shard sets: verl finds its own
+    (GRPO, "a100-80gb-2node", [], [4, 8], "pass", ["saved by 8 rank(s)"]),
+    (GRPO, "a100-80gb", ["trainer.resume_mode=disable"], [8], "pass", ["nothing is resumed"]),
+    (PPO, None, [], [1], "pass", ["saved by 1 rank(s)"]),       # actor and critic, one GPU
+    (PPO, None, [], [2], "fail", ["saved by 2 rank(s) (actor/", "this run has 1"]),
+    (GRPO, "a100-80gb", [], [], "pass", ["no checkpoint to resume"]),
+]
+
+
+@pytest.mark.parametrize("recipe,profile,overrides,saved,status,fragments", RESUME_WORLD_SIZES)
+def test_resume_world_size(tmp_path, recipe, profile, overrides, saved, status, fragments):
+    """verl resumes only the shards of its own world size (FSDPCheckpointManager.load_checkpoint)."""
+    from rlrecipes.watchdog.simulate import save_checkpoint
+
+    run = run_for(tmp_path, recipe, profile, overrides)
+    for world in saved:
+        save_checkpoint(run.ckpt_dir, 6, world_size=world, shard_bytes=64, critic=run.use_critic)
+    got = checks_by_name(run, inv("a100-80gb-x4"), host_for(run))["resume-world-size"]
+    assert got.status == status, got
+    for fragment in fragments:
+        assert fragment in got.message, (fragment, got.message)
+    if status == "fail":
+        assert "resume on the GPU count it was saved with" in got.fix and "trainer.resume_mode=disable" in got.fix
+
+
+def test_resume_world_size_follows_resume_path(tmp_path):
+    from rlrecipes.watchdog.simulate import save_checkpoint
+
+    saved = save_checkpoint(tmp_path / "elsewhere", 3, world_size=2, shard_bytes=64, tracker=False)
+    run = run_for(tmp_path, GRPO, "a100-80gb", ["trainer.resume_mode=resume_path",
+                                                 f"trainer.resume_from_path={saved}"])
+    got = checks_by_name(run, inv("a100-80gb-x4"), host_for(run))["resume-world-size"]
+    assert got.status == "fail" and "global_step_3 was saved by 2 rank(s)" in got.message, got
+
+
 @pytest.mark.parametrize("env,netrc,status,fragment", [
     ({}, False, "warn", "WANDB_MODE=offline will be used"),
     ({"WANDB_API_KEY": "k" * 40}, False, "pass", "WANDB_API_KEY"),

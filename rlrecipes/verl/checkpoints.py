@@ -481,6 +481,17 @@ def scan_root(root: Path, zips: ZipCache | None = None, count_all: bool = True,
 
 # -- one checkpoint to load (merge) -------------------------------------------------------------
 
+def shard_world_sizes(role_dir: Path) -> set[int]:
+    """The world sizes whose model shards a role directory (actor/, critic/) holds. verl resumes a role by
+    loading `model_world_size_<its world size>_rank_<its rank>.pt` (FSDPCheckpointManager.load_checkpoint
+    in 0.5.0, 0.8.0 and 0.9.1): a run with another nnodes x n_gpus_per_node finds no file of its own."""
+    try:
+        names = os.listdir(role_dir)
+    except OSError:
+        return set()
+    return {int(m.group(1)) for m in map(MODEL_SHARD_RE.match, names) if m}
+
+
 @dataclass(frozen=True)
 class CheckpointRef:
     run_dir: Path  # trainer.default_local_dir (holds the tracker), or the step's parent

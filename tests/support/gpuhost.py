@@ -8,6 +8,9 @@ A runnable block is a fenced ```bash block right after a marker line naming the 
 
 Hosts: `a100` (4x A100 80GB), `p40` (1x Tesla P40 24GB), `h200` (1x H200). tests/test_gpu_host.py runs each
 block on each host it names, in a fresh clone, and checks what would reach the GPU.
+
+A block for a Slurm login node is marked `<!-- slurm-cluster: HOST -->` instead (HOST: the inventory of each
+node); tests/test_gpu_host_slurm.py runs it against a real Slurm cluster on this machine (tests/support/slurm.py).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ INVENTORIES = {
 # The image family each simulated host runs (rlrecipes/images.py): Pascal gets the P40 stack, the rest the A100 one.
 HOST_IMAGE = {"a100": "a100", "p40": "p40", "h200": "a100"}
 DOCS = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
-_MARK = re.compile(r"^<!-- gpu-host: ([a-z0-9 ]+) -->\n```bash\n(.*?)^```", re.M | re.S)
+KINDS = ("gpu-host", "slurm-cluster")
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,15 @@ class Block:
         return f"{self.doc}:{self.line}"
 
 
-def doc_blocks() -> list[Block]:
+def doc_blocks(kind: str = "gpu-host") -> list[Block]:
+    """The runnable blocks of one kind (KINDS) in README.md and docs/*.md."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown block kind {kind!r}; kinds: {KINDS}")
+    mark = re.compile(rf"^<!-- {kind}: ([a-z0-9 ]+) -->\n```bash\n(.*?)^```", re.M | re.S)
     blocks = []
     for doc in DOCS:
         text = (REPO / doc).read_text()
-        for m in _MARK.finditer(text):
+        for m in mark.finditer(text):
             hosts = tuple(m.group(1).split())
             unknown = set(hosts) - set(INVENTORIES)
             if unknown:
@@ -74,7 +81,7 @@ def fresh_clone(dest: Path) -> Path:
 def host_env(bin_dir: Path, host: str, docker_log: Path, home: Path, compose_bin: str | None) -> dict[str, str]:
     """The environment of a user's shell on the simulated host: stand-ins first on PATH, nothing of ours set."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for tool in ("nvidia-smi", "docker"):
+    for tool in ("nvidia-smi", "docker", "apptainer"):
         target = bin_dir / tool
         if not target.exists():
             target.symlink_to(FIXTURES / "gpuhost" / tool)
@@ -95,3 +102,16 @@ def docker_calls(log: Path) -> list[dict]:
 def run_option(argv: list[str], flag: str) -> list[str]:
     """Every value of a `docker run` option given as `FLAG VALUE` (before the image)."""
     return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+
+
+def tiny_model(where: Path, hub_id: str = "Qwen/Qwen2.5-0.5B-Instruct") -> Path:
+    """What `rlrecipes model` leaves: config.json, weights, a tokenizer with a chat template, the marker."""
+    from tinytok import build_tokenizer
+
+    where.mkdir(parents=True)
+    build_tokenizer(where)
+    (where / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+                                                   "hidden_size": 64, "num_hidden_layers": 2}))
+    (where / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (where / ".rlrecipes-model.json").write_text(json.dumps({"hub_id": hub_id}) + "\n")
+    return where

