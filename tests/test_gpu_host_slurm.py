@@ -141,8 +141,14 @@ def test_each_job_starts_ray_on_its_nodes_then_trains_on_the_head(slurm_run, i, 
     ray_workers = sorted((c["node"], c["command"]) for c in calls if "worker" in c["command"])
     assert ray_workers == [(w, ["/opt/rlrecipes/scripts/ray-node.sh", "worker", f"{head_ip}:{port}"]) for w in workers]
     overrides = [f"trainer.nnodes={nodes}", "trainer.n_gpus_per_node=4", *extra]
-    trainer_env = {"RAY_ADDRESS": f"{head_ip}:{port}", "RECIPE": RECIPE, "PROFILE": profile, "PYTHONUNBUFFERED": "1"}
-    tail = [(c["node"], c["command"], c["env"]) for c in calls if "ray-node.sh" not in c["command"][0]]
+    # the checkpoint watchdog beside the trainer on the head node (started in the background: any order)
+    watchdog = [(c["node"], c["command"]) for c in calls if c["command"][:2] == ["rlrecipes", "watchdog"]]
+    assert watchdog == [(head, ["rlrecipes", "watchdog", "--root", "/workspace/checkpoints", "--keep-last", "2",
+                                "--interval", "30", "--progress", f"/workspace/logs/{RECIPE}"])]
+    trainer_env = {"RAY_ADDRESS": f"{head_ip}:{port}", "RECIPE": RECIPE, "PROFILE": profile, "PYTHONUNBUFFERED": "1",
+                   "RLRECIPES_STALL_STATUS": "/workspace/checkpoints/.watchdog/status.json", "STALL_RESTARTS": "3"}
+    tail = [(c["node"], c["command"], c["env"]) for c in calls
+            if "ray-node.sh" not in c["command"][0] and c["command"][:2] != ["rlrecipes", "watchdog"]]
     assert tail == [
         (head, ["rlrecipes", "cluster", RECIPE, "--profile", profile, "--wait", "300", *overrides], trainer_env),
         (head, ["/opt/rlrecipes/scripts/entrypoint.sh", "run", *overrides], trainer_env),

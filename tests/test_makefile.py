@@ -133,7 +133,8 @@ def test_env_stamps_make_the_environments_idempotent(tmp_path):
 
 
 def test_test_target_builds_the_environments_first():
-    dry = make("-n", "test", "VENVS=/nonexistent/venvs", "VENV=/nonexistent/venvs/dev").stdout.splitlines()
+    # PYTEST_ARGS= : a caller's `make test PYTEST_ARGS=...` reaches this sub-make through MAKEFLAGS
+    dry = make("-n", "test", "VENVS=/nonexistent/venvs", "VENV=/nonexistent/venvs/dev", "PYTEST_ARGS=").stdout.splitlines()
     assert dry[-1].strip() == "/nonexistent/venvs/dev/bin/python -m pytest"
     assert any("mkvenv.sh /nonexistent/venvs/dev requirements/dev.txt" in line for line in dry)
     assert sum("mkvenv.sh /nonexistent/venvs/verl-" in line for line in dry) == 3

@@ -9,7 +9,7 @@
 #   3. standalone vLLM on the same model, prompts, batch and lengths with verl's engine arguments
 #      (max_num_seqs 256, verl's default) and with vLLM's own default max_num_seqs: the rollout efficiency.
 set -uo pipefail
-cd /root/repo
+cd /root/repo || exit 2
 export PYTHONPATH="/root/repo/scripts/gpu/site:/root/site:/root/repo" PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 \
   WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
   DO_NOT_TRACK=1
