@@ -676,3 +676,20 @@ def test_step_cache_serves_a_settled_whole_step_until_a_directory_in_it_changes(
     shutil.rmtree(d / "actor" / "huggingface")
     os.utime(d / "actor", (T, T))
     assert cache.get(d) is None
+
+
+def test_scan_root_lists_experiments_and_steps_by_name_whatever_order_the_disk_lists_them(tmp_path):
+    from rlrecipes.verl.checkpoints import scan_root
+
+    # Created in an order that is neither sorted nor reversed: a directory lists entries in creation order
+    # (tmpfs: newest first; ext4: hash order once indexed), and none of those may leak into the scan.
+    names = ["run-07", "run-02", "run-11", "run-00", "run-05", "run-09", "run-01", "run-10", "run-04", "run-08",
+             "run-03", "run-06"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / TRACKER_NAME).write_text("1")
+    for n in (10, 3, 1, 20, 2):
+        (tmp_path / "run-05" / f"global_step_{n}").mkdir()
+    scan = scan_root(tmp_path)
+    assert [e.path.name for e in scan.experiments] == sorted(names)
+    assert [s.step for s in scan.experiments[5].steps] == [1, 2, 3, 10, 20]
