@@ -676,6 +676,11 @@ def test_step_cache_serves_a_settled_whole_step_until_a_directory_in_it_changes(
     shutil.rmtree(d / "actor" / "huggingface")
     os.utime(d / "actor", (T, T))
     assert cache.get(d) is None
+    # ... nor once a directory of that name is back with every mtime as cached: the old reading is gone.
+    (d / "actor" / "huggingface").mkdir()
+    for p in (d / "actor" / "huggingface", d / "actor"):
+        os.utime(p, (T, T))
+    assert cache.get(d) is None
 
 
 def test_scan_root_lists_experiments_and_steps_by_name_whatever_order_the_disk_lists_them(tmp_path):
