@@ -681,6 +681,13 @@ def test_step_cache_serves_a_settled_whole_step_until_a_directory_in_it_changes(
     for p in (d / "actor" / "huggingface", d / "actor"):
         os.utime(p, (T, T))
     assert cache.get(d) is None
+    # A directory of the step replaced by a symlink to one that looks the same (same mtime), the parent's
+    # mtime put back: the symlink itself is what is compared, so the reading is dropped.
+    cache.put(info, stats, links, now=T + 60)
+    os.rename(d / "actor" / "huggingface", tmp_path / "hf")
+    (d / "actor" / "huggingface").symlink_to(tmp_path / "hf")
+    os.utime(d / "actor", (T, T))
+    assert cache.get(d) is None
 
 
 def test_scan_root_lists_experiments_and_steps_by_name_whatever_order_the_disk_lists_them(tmp_path):
