@@ -494,6 +494,7 @@ def test_an_entry_vanishing_mid_walk_leaves_the_rest_of_its_directory_counted(tm
 
 def test_scan_root_rereads_only_what_is_not_settled(tmp_path, monkeypatch):
     from rlrecipes.verl.checkpoints import StepCache, scan_root
+    from rlrecipes.watchdog.simulate import write_pt
 
     root = _root(tmp_path)
     a = root / "proj" / "a"
@@ -511,7 +512,10 @@ def test_scan_root_rereads_only_what_is_not_settled(tmp_path, monkeypatch):
     cache = StepCache(settled_s=60)
     first = scan_root(root, cache=cache)
     assert len(listed) == len(set(listed))  # one listing of each directory per pass, step dirs included
-    step_reads = lambda: sorted({p.split(os.sep)[0] for p in listed if p.startswith("global_step_")})  # noqa: E731
+
+    def step_reads() -> list[str]:  # the step dirs of proj/a listed (read) since `listed` was last cleared
+        return sorted({p.split(os.sep)[0] for p in listed if p.startswith("global_step_")})
+
     assert step_reads() == ["global_step_1", "global_step_10", "global_step_2"]
     listed.clear()
     again = scan_root(root, cache=cache)
@@ -521,7 +525,6 @@ def test_scan_root_rereads_only_what_is_not_settled(tmp_path, monkeypatch):
     assert (_layout(again), again.symlinks, again.root_bytes) == (_layout(first), first.symlinks, first.root_bytes)
     assert [s.bytes for s in again.experiments[1].steps] == [s.bytes for s in first.experiments[1].steps]
     # Anything added inside a cached step changes a directory's mtime: that step is read again.
-    write_pt = __import__("rlrecipes.watchdog.simulate", fromlist=["write_pt"]).write_pt
     write_pt(a / "global_step_1" / "actor" / "model_world_size_2_rank_2.pt", 64)
     listed.clear()
     third = scan_root(root, cache=cache)
