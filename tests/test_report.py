@@ -304,3 +304,124 @@ def test_headline_by_hand():
         "best_accuracy": 0.6, "reward_metric": "critic/score/mean", "start_reward": 0.2, "end_reward": 0.5,
         "train_seconds": 36.0, "seconds_per_step": 12.0, "tokens": 4500, "throughput": 60.0,
     }
+
+
+# -- literal cases: each reader and rule on its own, every field of what it returns -------------------------
+
+@pytest.mark.parametrize(("name", "data", "expected"), [
+    # a bad line in the middle of a file whose last line has no newline: skipped, the file is not truncated
+    ("metrics-a.jsonl", b'{"step":1,"data":{"r":1}}\nnot json\n{"step":2,"data":{"r":2}}',
+     ({1: {"r": 1.0}, 2: {"r": 2.0}}, False, 1)),
+    # two bad lines are two; blank and whitespace-only lines are not lines at all, and reading goes on past them
+    ("metrics-b.jsonl", b'{"step":1,"data":{"r":1}}\n\n  \nnot json\n[]\n{"step":3,"data":{"r":3}}\n',
+     ({1: {"r": 1.0}, 3: {"r": 3.0}}, False, 2)),
+    # the only line, cut off: truncated, nothing skipped
+    ("metrics-c.jsonl", b'{"step":1,"da', ({}, True, 0)),
+    # a bad last line that did end with its newline was written whole: skipped, not truncated
+    ("metrics-d.jsonl", b'{"step":1,"data":{"r":1}}\nnot json\n', ({1: {"r": 1.0}}, False, 1)),
+    # the same step logged twice (validation, then training) is one step
+    ("metrics-e.jsonl", b'{"step":4,"data":{"v":1}}\n{"step":4,"data":{"r":2}}\n', ({4: {"v": 1.0, "r": 2.0}}, False, 0)),
+])
+def test_read_jsonl_in_full(tmp_path, name, data, expected):
+    from rlrecipes.report.metrics import read_log
+
+    path = tmp_path / name
+    path.write_bytes(data)
+    steps, truncated, skipped = expected
+    assert read_log(path) == Launch(path, "jsonl", name[len("metrics-"):-len(".jsonl")], steps, truncated, skipped)
+
+
+@pytest.mark.parametrize(("name", "data", "expected"), [
+    # Ray and tqdm lines between metric lines are not metrics; the lines after them still are
+    ("console-a.log", b"(TaskRunner pid=1) step:1 - r:1.0\nTraining Progress: 10%\n\n(TaskRunner pid=1) step:2 - r:2.0\n",
+     ({1: {"r": 1.0}, 2: {"r": 2.0}}, False)),
+    # cut off right after the step: no pair survives, the step is not kept
+    ("console-b.log", b"step:1 - r:1.0\nstep:2", ({1: {"r": 1.0}}, True)),
+    ("console-c.log", b"step:1 - r:1.0\nstep:2 - r:2.", ({1: {"r": 1.0}}, True)),
+    # bytes that are not UTF-8 (a multi-byte character cut by the kill, a stray binary write) never stop the read
+    ("console-d.log", b"step:1 - r:1.0\n\xe2\x96 garbage \xff\nstep:2 - r:2.0\n", ({1: {"r": 1.0}, 2: {"r": 2.0}}, False)),
+    # --log with any name: the stamp is the file's stem
+    ("train.log", b"step:3 - r:3.0\n", ({3: {"r": 3.0}}, False)),
+])
+def test_read_console_in_full(tmp_path, name, data, expected):
+    from rlrecipes.report.metrics import read_log
+
+    path = tmp_path / name
+    path.write_bytes(data)
+    steps, truncated = expected
+    stamp = name[len("console-"):-len(".log")] if name.startswith("console-") else "train"
+    assert read_log(path) == Launch(path, "console", stamp, steps, truncated, 0)
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    # verl 0.8 logs both acc and reward for a rule-based score: acc wins over reward, whatever their names sort as
+    (["val-core/z/acc/mean@1", "val-core/a/reward/mean@1"], "val-core/z/acc/mean@1"),
+    (["val-core/z/reward/mean@1", "val-core/a/pass/mean@1"], "val-core/z/reward/mean@1"),
+    # neither: the first by name
+    (["val-core/b/pass/mean@4", "val-core/a/pass/mean@4"], "val-core/a/pass/mean@4"),
+    (["val-core/b/acc/mean@1", "val-core/a/acc/mean@1"], "val-core/a/acc/mean@1"),
+    # only mean@N of val-core is the accuracy; verl's val-aux and std@N are not, the older val/test_score is next
+    (["val-aux/openai/gsm8k/acc/mean@1", "val-core/openai/gsm8k/acc/std@1", "val/test_score/openai/gsm8k"],
+     "val/test_score/openai/gsm8k"),
+    (["val/test_score/b", "val/test_score/a", "critic/score/mean"], "val/test_score/a"),
+    (["critic/score/mean", "x/val-core/acc/mean@1"], None),
+])
+def test_accuracy_key_cases(keys, expected):
+    from rlrecipes.report.metrics import accuracy_key
+
+    run = combine([Launch(Path("metrics-1.jsonl"), "jsonl", "1", {1: {k: 0.5 for k in keys}})])
+    assert accuracy_key(run) == expected
+
+
+def test_combine_warnings_restarts_and_ties_in_full():
+    first = Launch(Path("logs/metrics-1.jsonl"), "jsonl", "1", {s: {"r": float(s)} for s in range(1, 6)},
+                   truncated=True, skipped_lines=2)
+    empty = Launch(Path("logs/metrics-2.jsonl"), "jsonl", "2", {})
+    resumed = Launch(Path("logs/metrics-3.jsonl"), "jsonl", "3", {3: {"v": 0.5}, 4: {"r": 40.0}})
+    later = Launch(Path("logs/metrics-4.jsonl"), "jsonl", "4", {10: {"r": 100.0}})
+    # two files of one stamp (passed with --log from two folders): ordered by path, the later one wins
+    b = Launch(Path("y/console-4.log"), "console", "4", {10: {"r": 2.0}})
+    a = Launch(Path("x/console-4.log"), "console", "4", {10: {"r": 1.0}})
+    run = combine([b, later, resumed, empty, a, first])
+    assert run.launches == [first, empty, resumed, later, a, b]
+    assert run.steps == {1: {"r": 1.0}, 2: {"r": 2.0}, 3: {"r": 3.0, "v": 0.5}, 4: {"r": 40.0}, 10: {"r": 2.0}}
+    assert run.restarts == [3, 10, 10, 10]
+    assert run.warnings == [
+        "metrics-1.jsonl: last line cut off (ignored)",
+        "metrics-1.jsonl: 2 unreadable line(s) skipped",
+        "metrics-2.jsonl: no metrics",
+        "metrics-3.jsonl: resumed at step 3; replaced 2 later step(s) of the earlier launch",
+    ]
+
+
+def test_headline_of_nothing_and_of_the_fallback_keys():
+    assert headline(combine([])) == {"first_step": None, "last_step": None, "launches": 0, "restarts": 0,
+                                     "accuracy_metric": None}
+    acc = "val-core/openai/gsm8k/acc/mean@1"
+    steps = {1: {acc: 0.1, "perf/time_per_step": 4.0}, 2: {acc: 0.5, "perf/time_per_step": 6.0}, 3: {acc: 0.3},
+             4: {acc: 0.2, "critic/rewards/mean": 0.7}, 5: {"critic/rewards/mean": 0.9}}
+    head = headline(combine([Launch(Path("metrics-1.jsonl"), "jsonl", "1", steps)]))
+    assert head == {"first_step": 1, "last_step": 5, "launches": 1, "restarts": 0, "accuracy_metric": acc,
+                    "start_step": 1, "start_accuracy": 0.1, "end_step": 4, "end_accuracy": 0.2, "best_step": 2,
+                    "best_accuracy": 0.5, "reward_metric": "critic/rewards/mean", "start_reward": 0.7,
+                    "end_reward": 0.9, "train_seconds": 10.0, "seconds_per_step": 5.0}
+
+
+def test_missing_inputs_are_named_in_full(tmp_path):
+    from rlrecipes.report.metrics import read_log
+
+    hint = ("(hint: verl 0.8 writes metrics-<stamp>.jsonl (trainer.logger includes 'file'); on verl 0.5 tee stdout "
+            "to console-<stamp>.log)")
+    cases = [
+        (lambda: load_run(tmp_path), f"{tmp_path}: no metrics files (metrics-*.jsonl or console-*.log) {hint}"),
+        (lambda: load_run(), f"--log: no metrics files (metrics-*.jsonl or console-*.log) {hint}"),
+        (lambda: load_run(logs=[]), f"--log: no metrics files (metrics-*.jsonl or console-*.log) {hint}"),
+        (lambda: discover(tmp_path / "gone"), f"{tmp_path}/gone: run log directory not found (hint: pass the run's "
+                                              "directory under LOG_DIR, or --log FILE)"),
+        (lambda: read_log(tmp_path / "metrics-1.jsonl"), f"{tmp_path}/metrics-1.jsonl: log file not found"),
+        (lambda: read_log(tmp_path), f"{tmp_path}: log file not found"),  # a directory is not a log
+    ]
+    for call, message in cases:
+        with pytest.raises(RecipeError) as info:
+            call()
+        assert str(info.value) == message
