@@ -2,15 +2,15 @@
 the trainer's stop guard stops it (exit 75), the image's `run` stage relaunches it, and it resumes from its last
 whole checkpoint and finishes.
 
-`docker compose up p40-ppo` runs the trainer service as compose.yaml defines it -- its `run` command, the
-watchdog sidecar it `depends_on` (service_healthy, the shipped healthcheck with `--ignore run-stalled`), the
-sidecar's `--progress /workspace/logs`, RLRECIPES_STALL_STATUS, STALL_RESTARTS, restart "no", the named volumes --
-plus two override files. (Not the CPU twin p40-cpu: it is the data/model/report container, without the
-sidecar, the depends_on or the stall settings.) One changes only what this CPU machine cannot do (tests/support/gpuhost.py:
+`docker compose up p40-ppo` runs the trainer service as compose.yaml defines it -- its `run` command, the watchdog
+sidecar it `depends_on` (service_healthy, the shipped healthcheck with `--ignore run-stalled`), the sidecar's
+`--progress /workspace/logs`, RLRECIPES_STALL_STATUS, STALL_RESTARTS, restart "no", the named volumes -- plus two
+override files. (Not the CPU twin p40-cpu: it is the data/model/report container, without the sidecar, the
+depends_on or the stall settings.) One changes only what this CPU machine cannot do (tests/support/gpuhost.py:
 standin_gpu_override): the stand-in image, no GPU reservation, a stand-in nvidia-smi, and the stand-in trainer
-(tests/fixtures/standin_verl) in verl's place: it logs steps 1-5 on verl's console and saves steps 2 and 4 the
-way verl does, then hangs, alive. The other makes the stall limit seconds instead of 15 minutes: the sidecar's
-own command, as compose.yaml resolves it, plus `--stall-after`; WATCHDOG_INTERVAL=1 (compose.yaml's variable).
+(tests/fixtures/standin_verl) in verl's place: it logs steps 1-5 on verl's console and saves steps 2 and 4 the way
+verl does, then hangs, alive. The other makes the stall limit seconds instead of 15 minutes: the sidecar's own
+command, as compose.yaml resolves it, plus `--stall-after`; WATCHDOG_INTERVAL=1 (compose.yaml's variable).
 
 About 60 s with the images built, 80 s on a busy 2-core machine (the sidecar's first healthcheck comes after
 compose.yaml's 15 s interval; the stop guard reads the watchdog's status every 10 s). A run that never ends
@@ -40,6 +40,7 @@ STEPS, SAVE_FREQ, HANG_AT = 6, 2, 5  # saves 2, 4, 6; the first launch logs step
 STALL_AFTER = 6.0
 POLL_S = 10.0  # rlrecipes/verl/stopguard.py STALL_POLL_S
 TIMEOUT_S = 240.0
+VOLUMES = ("data", "models", "checkpoints", "hf-cache", "logs")  # compose.yaml's
 STATUS = ".watchdog/status.json"  # in the checkpoints volume: compose.yaml's RLRECIPES_STALL_STATUS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -163,7 +164,8 @@ def test_a_stalled_run_is_reported_stopped_relaunched_and_resumes_under_compose(
         "STANDIN_STEPS": str(STEPS), "STANDIN_SAVE_FREQ": str(SAVE_FREQ), "STANDIN_HANG_AT": str(HANG_AT),
         "STANDIN_STEP_S": "0.3", "STANDIN_SAVE_S": "0.5"}))
     stall, healthcheck = stall_override(docker_env, standin, tmp_path)
-    files = ["-p", project, "-f", str(COMPOSE), "-f", str(standin), "-f", str(stall)]
+    # The profile on every call: `down` without it leaves the trainer (a GPU service) and the volumes behind.
+    files = ["-p", project, "--profile", "p40", "-f", str(COMPOSE), "-f", str(standin), "-f", str(stall)]
     trainer, sidecar = f"{project}-{SERVICE}-1", f"{project}-watchdog-1"
     started = time.monotonic()
     try:
@@ -184,10 +186,16 @@ def test_a_stalled_run_is_reported_stopped_relaunched_and_resumes_under_compose(
         state, dog = container_state(docker_env, trainer), container_state(docker_env, sidecar)
         changed = {name: own_writes(docker_env, name) for name in (trainer, sidecar)}
         after = {v: volume_files(docker_env, f"{project}_{v}", tmp_path / "after" / v)
-                 for v in ("data", "models", "checkpoints", "logs", "hf-cache")}
+                 for v in VOLUMES}
     finally:
-        docker_env.compose(*files, "down", "-v", "--remove-orphans", check=False, timeout=120, cwd=REPO)
+        down = docker_env.compose(*files, "down", "-v", "--remove-orphans", "-t", "5", check=False, timeout=120,
+                                  cwd=REPO)
+        # The volumes seeded before `up` are not Compose's own, so `down -v` keeps them.
+        docker_env.run("volume", "rm", "-f", *(f"{project}_{v}" for v in VOLUMES), check=False)
+        left = [*docker_env.run("ps", "-aq", "--filter", f"name={project}").stdout.split(),
+                *docker_env.run("volume", "ls", "-q", "--filter", f"name={project}").stdout.split()]
         docker_env.timings["compose stall run"] = time.monotonic() - started
+    assert down.returncode == 0 and left == [], f"compose down left {left}: {down.stderr[-2000:]}"
 
     out = logs[SERVICE]
     story = f"trainer:\n{out[-5000:]}\nwatchdog:\n{logs['watchdog'][-3000:]}"
