@@ -93,6 +93,30 @@ def host_env(bin_dir: Path, host: str, docker_log: Path, home: Path, compose_bin
                 **({"RLRECIPES_COMPOSE_BIN": compose_bin} if compose_bin else {}))
 
 
+# compose.yaml's GPU services and the image family each runs.
+GPU_SERVICES = {"a100-grpo": "a100", "hopper-grpo": "hopper", "p40-ppo": "p40"}
+
+
+def standin_gpu_override(inventory: Path | str, environment: dict[str, str]) -> str:
+    """A compose file to give after compose.yaml that runs its GPU services on this CPU machine, changing only
+    what a CPU machine cannot do:
+    - the stand-in build of the image (rlrecipes/<family>:standin), no GPU reservation (no NVIDIA runtime here)
+      and no ulimits (this sandbox may not raise memlock: runc's "error setting rlimit type 8"; a GPU host can);
+    - in the GPUs' place the stand-in `nvidia-smi` answering for `inventory`, and the stand-in trainer
+      (tests/fixtures/standin_verl) ahead of verl on PYTHONPATH; `environment` sets it up (STANDIN_*).
+    Everything else (command, depends_on, environment, volumes, stop grace) stays as compose.yaml has it."""
+    volumes = [f"{FIXTURES}/gpuhost/nvidia-smi:/usr/local/bin/nvidia-smi:ro",
+               f"{inventory}:/standin/inventory.json:ro", f"{FIXTURES}/standin_verl:/standin/verl:ro"]
+    env = {"RLRECIPES_STANDIN_INVENTORY": "/standin/inventory.json", "PYTHONPATH": "/standin/verl", **environment}
+    lines = ["services:"]
+    for name, family in GPU_SERVICES.items():
+        lines += [f"  {name}:", f"    image: rlrecipes/{family}:standin", "    deploy: !reset {}",
+                  "    ulimits: !reset {}", "    volumes:"]
+        lines += [f"      - {v}" for v in volumes]
+        lines += ["    environment:"] + [f"      {k}: {json.dumps(str(v))}" for k, v in env.items()]
+    return "\n".join(lines) + "\n"
+
+
 def docker_calls(log: Path) -> list[dict]:
     if not log.exists():
         return []
