@@ -24,6 +24,8 @@ CRITIC_RMPAD = "critic.model.use_remove_padding"
     ("smoke-grpo-lora", "any-1gpu-vllm", [f"{RMPAD}=true"], f"command line: {RMPAD}"),
     ("smoke-grpo-lora", "any-1gpu-hopper", [f"{RMPAD}=true"], f"command line: {RMPAD}"),
     ("smoke-ppo", "any-1gpu", [f"{RMPAD}=true"], f"command line: {RMPAD}"),          # eager (P40 stack)
+    # was a preflight failure on the P40 (flash-attn's unpadding kernels need sm_80): now refused at once
+    ("qwen2.5-0.5b-gsm8k-ppo", "p40-24gb", [f"{RMPAD}=true"], f"command line: {RMPAD}"),
     ("smoke-ppo", "any-1gpu-vllm", [f"{CRITIC_RMPAD}=true"], f"command line: {CRITIC_RMPAD}"),
     # the profile packs (flash_attention_2) and the command line switches the actor to SDPA
     (GRPO3B, "a100-80gb", ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa"],

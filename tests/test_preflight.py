@@ -175,8 +175,7 @@ CORPUS = [
      "image-arch", "fail", ["has no kernels for sm_61"]),
     ("torch-compile-on-p40", PPO, None, ["actor_rollout_ref.actor.use_torch_compile=true"], "p40x1", {},
      "triton", "fail", ["Triton needs compute capability >= 7.0", "torch.compile"]),
-    ("remove-padding-on-p40", PPO, None, ["actor_rollout_ref.model.use_remove_padding=true"], "p40x1", {},
-     "attention", "fail", ["use_remove_padding=True goes through flash-attn", "sm_61"]),
+    # remove-padding-on-p40 is refused before preflight now (tests/test_packing.py: qwen2.5-0.5b on p40-24gb)
     ("flash-attn-override-on-p40", PPO, None,
      ["+actor_rollout_ref.model.override_config._attn_implementation=flash_attention_2"], "p40x1", {},
      "attention", "fail", ["FlashAttention-2 needs compute capability >= 8.0"]),

@@ -138,11 +138,8 @@ def check_attention(ctx: Context) -> Check:
         if not has_fa:
             return Check("attention", FAIL, f"attention is flash_attention_2 but image {run.image.name!r} has no flash-attn",
                          f"override +{key}=eager or sdpa")
-    if rmpad and (gpu.cc < MIN_CC["flash_attention_2"] or not has_fa):
-        why = f"{gpu.name} is {gpu.sm}" if gpu.cc < MIN_CC["flash_attention_2"] else \
-            f"image {run.image.name!r} has no flash-attn"
-        return Check("attention", FAIL, f"{', '.join(k + '=True' for k in rmpad)} goes through flash-attn's "
-                     f"unpadding kernels; {why}", " ".join(f"{k}=False" for k in rmpad))
+    # padding removal without FlashAttention never gets here: resolve() refuses it (values.check_packing), and
+    # with flash_attention_2 the checks above already need sm_80+ and flash-attn in the image
     kernels = " (math and memory-efficient SDPA kernels)" if attn == "sdpa" and gpu.cc < (8, 0) else ""
     return Check("attention", PASS, f"{attn}{kernels} on {gpu.sm}" + (", padding removal on" if rmpad else ""))
 
