@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 from support.docker import docker_env  # noqa: F401
-from support.gpuhost import INVENTORIES, standin_gpu_override
+from support.gpuhost import INVENTORIES, standin_gpu_override, tiny_model
 from support.require import skip_or_fail
-from test_gpu_host_docker import FILES, IMAGE, p40_standin, tiny_model, watchdog_image  # noqa: F401
+from test_gpu_host_docker import FILES, IMAGE, p40_standin, watchdog_image  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "compose.yaml"
