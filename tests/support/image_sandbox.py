@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CHECKOUT = FIXTURES.parents[1]  # the checkout the tests run from (its .venvs, tests/fixtures)
 SANDBOX = FIXTURES / "gpuhost" / "sandbox"
 # On PYTHONPATH, puts the stand-in trainer (tests/fixtures/standin_verl) in the place of verl's main_ppo only.
 STANDIN_TRAINER = FIXTURES / "standin_verl" / "hook"
@@ -97,6 +98,13 @@ def sandbox_argv(root_dir: Path, image_root: Path, venv: Path, binds: list[str],
             "--bind", f"{venv}:/opt/venv:ro"]
     for spec in binds:
         argv += ["--bind", spec]
+    # Host paths the simulation names from inside (the venvs' console-script shebangs, RLRECIPES_VERL_*_PYTHON,
+    # the stand-in nvidia-smi's inventory, the stand-in trainer on PYTHONPATH) lie in this checkout: a
+    # container's own /tmp (a RunPod pod, a Slurm node) would hide them when the checkout is under /tmp, as a
+    # CI clone can be. Bound last, so they land inside such a /tmp; a venv elsewhere is bound too.
+    for path in dict.fromkeys([CHECKOUT, Path(venv)]):
+        if path == CHECKOUT or not path.is_relative_to(CHECKOUT):
+            argv += ["--bind", f"{path}:{path}:ro"]
     if nvidia_smi:
         argv += ["--bind", f"{nvidia_smi}:{NV_BIN}/nvidia-smi:ro"]
     if chdir:
