@@ -6,14 +6,19 @@
 #      weights, LoRA r64/a32 all-linear, vLLM rollout with CUDA graphs), 3 steps at BATCH prompts x 5,
 #      ignore_eos (every response runs to 1024 tokens); per-phase GPU memory from NVML samples joined with
 #      verl's phase timers (scripts/gpu/site, gpu_sampler.py, phase_peaks.py);
+#      verl's rollout phase split by the agent-loop marks (scripts/gpu/agent_marks.py);
 #   3. standalone vLLM on the same model, prompts, batch and lengths with verl's engine arguments
-#      (max_num_seqs 256, verl's default) and with vLLM's own default max_num_seqs: the rollout efficiency.
+#      (max_num_seqs 256, verl's default): the rollout efficiency;
+#   4. optionally a second verl launch of VARIANT_STEPS steps with extra overrides, one per line in
+#      /root/w/variant.args (put there by a later call: scripts/gpu/hopper-variant.sh), waited for at most
+#      VARIANT_WAIT seconds after step 3; /root/w/variant.skip (or nothing arriving) skips it.
 set -uo pipefail
 cd /root/repo || exit 2
 export PYTHONPATH="/root/repo/scripts/gpu/site:/root/site:/root/repo" PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 \
   WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
   DO_NOT_TRACK=1
-R=qwen2.5-3b-gsm8k-grpo-lora; P=h200-141gb; BATCH=${BATCH:-128}
+R=qwen2.5-3b-gsm8k-grpo-lora; P=h200-141gb; BATCH=${BATCH:-128}; STEPS=${STEPS:-3}
+VARIANT_WAIT=${VARIANT_WAIT:-240}; VARIANT_STEPS=${VARIANT_STEPS:-1}
 O=/root/w/out; W=/root/w; mkdir -p "$O"
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
@@ -32,29 +37,45 @@ stamp "versions"
   python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
 } > "$O/versions.txt" 2>&1
 tail -1 "$O/versions.txt"
-python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" trainer.total_training_steps=3 > "$O/plan-prediction.json" 2>&1
+python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" trainer.total_training_steps="$STEPS" > "$O/plan-prediction.json" 2>&1
 
 python3 scripts/gpu/gpu_sampler.py "$O/gpu-samples.jsonl" --interval 0.25 &
 SAMPLER=$!
 stamp "start verl $R on $P, batch $BATCH"
-RLRECIPES_PHASE_MARKS="$O/phase-marks.jsonl" VERL_FILE_LOGGER_PATH="$O/metrics.jsonl" \
-  timeout 900 python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" --work "$W/fit" --steps 3 \
-  --profile "$P" --weights-dtype bfloat16 --timeout 840 "${OVR[@]}" > "$O/verl-fit.log" 2>&1
+RLRECIPES_PHASE_MARKS="$O/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$O/agent-marks.jsonl" \
+  VERL_FILE_LOGGER_PATH="$O/metrics.jsonl" \
+  timeout 1260 python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" --work "$W/fit" --steps "$STEPS" \
+  --profile "$P" --weights-dtype bfloat16 --timeout 1200 "${OVR[@]}" > "$O/verl-fit.log" 2>&1
 stamp "end verl: exit $?"
 cp "$W/fit/fit-$R.json" "$O/" 2>/dev/null
 ray stop --force > /dev/null 2>&1; gpu_free
 python3 scripts/gpu/phase_peaks.py "$O/phase-marks.jsonl" "$O/gpu-samples.jsonl" --out "$O/phase-peaks.json" \
   > "$O/phase-peaks.txt" 2>&1
+python3 scripts/gpu/agent_marks.py "$O/agent-marks.jsonl" "$O/phase-marks.jsonl" --samples "$O/gpu-samples.jsonl" \
+  --out "$O/gen-split.json" > /dev/null 2>&1
 
 DATA="$W/assets/data/smoke-gsm8k/train.parquet"; MODEL="$W/assets/models/random-qwen2.5-3b"
-for SEQS in 256 default; do
-  stamp "start vllm alone, max_num_seqs $SEQS"
-  ARG=(); [ "$SEQS" != default ] && ARG=(--max-num-seqs "$SEQS")
-  timeout 300 python3 scripts/gpu/vllm_alone.py --model "$MODEL" --data "$DATA" --prompts "$BATCH" --n 5 \
-    --max-tokens 1024 --lora-rank 64 --lora-alpha 32 --gpu-memory-utilization 0.6 "${ARG[@]}" --adapter "$W/adapter" \
-    --out "$O/vllm-alone-$SEQS.json" > "$O/vllm-alone-$SEQS.log" 2>&1
-  stamp "end vllm alone $SEQS: exit $?"
-  gpu_free
-done
+stamp "start vllm alone, max_num_seqs 256"
+timeout 300 python3 scripts/gpu/vllm_alone.py --model "$MODEL" --data "$DATA" --prompts "$BATCH" --n 5 \
+  --max-tokens 1024 --lora-rank 64 --lora-alpha 32 --gpu-memory-utilization 0.6 --max-num-seqs 256 \
+  --adapter "$W/adapter" --out "$O/vllm-alone-256.json" > "$O/vllm-alone-256.log" 2>&1
+stamp "end vllm alone 256: exit $?"
+gpu_free
+stamp "waiting up to ${VARIANT_WAIT}s for /root/w/variant.args"
+for _ in $(seq "$VARIANT_WAIT"); do [ -f "$W/variant.args" ] || [ -f "$W/variant.skip" ] && break; sleep 1; done
+if [ -f "$W/variant.args" ] && [ ! -f "$W/variant.skip" ]; then
+  mapfile -t VAR < "$W/variant.args"; V="$O/variant"; mkdir -p "$V"; cp "$W/variant.args" "$V/"
+  stamp "start verl variant ($VARIANT_STEPS step(s)): ${VAR[*]}"
+  RLRECIPES_PHASE_MARKS="$V/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$V/agent-marks.jsonl" \
+    VERL_FILE_LOGGER_PATH="$V/metrics.jsonl" \
+    timeout "${VARIANT_TIMEOUT:-720}" python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" \
+    --work "$W/fit-variant" --steps "$VARIANT_STEPS" --profile "$P" --weights-dtype bfloat16 \
+    --timeout "$(( ${VARIANT_TIMEOUT:-720} - 30 ))" "${OVR[@]}" "${VAR[@]}" > "$V/verl-fit.log" 2>&1
+  stamp "end verl variant: exit $?"
+  cp "$W/fit-variant/fit-$R.json" "$V/" 2>/dev/null
+  ray stop --force > /dev/null 2>&1; gpu_free
+  python3 scripts/gpu/agent_marks.py "$V/agent-marks.jsonl" "$V/phase-marks.jsonl" --samples "$O/gpu-samples.jsonl" \
+    --out "$V/gen-split.json" > /dev/null 2>&1
+fi
 kill "$SAMPLER" 2>/dev/null
 touch "$O/DONE"

@@ -13,6 +13,12 @@ RLRECIPES_PHASE_MARKS=/path/marks.jsonl
     verl >= 0.6 (the V1 trainer times its phases with `verl.utils.debug.marked_timer`): for each timed
     phase append {"phase", "pid", "t0", "t1"} (wall clock, time.time()), so samples of the whole GPU's
     memory (scripts/gpu/gpu_sampler.py) can be assigned to the phase that was running.
+RLRECIPES_AGENT_MARKS=/path/agent.jsonl
+    verl >= 0.9 agent loop, one record per call (wall clock): {"what", "pid", "t0", "t1"} for the
+    vLLM server's `generate` of one response ("server"), the agent-loop worker's request to it
+    ("client"), the reward request of one response ("score") and one response's whole agent loop,
+    generation to its transfer-queue put ("session"); and the replay buffer's polls for a finished
+    batch ("poll"). scripts/gpu/agent_marks.py splits the rollout phase with them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import time
 _CAP = os.environ.get("RLRECIPES_GPU_MEMORY_CAP_GIB")
 _PHASE_LOG = os.environ.get("RLRECIPES_PHASE_LOG")
 _PHASE_MARKS = os.environ.get("RLRECIPES_PHASE_MARKS")
+_AGENT_MARKS = os.environ.get("RLRECIPES_AGENT_MARKS")
 
 PHASES = {
     "ActorRolloutRefWorker": {
@@ -146,6 +153,69 @@ def _mark_phases(module):
     module.marked_timer = marked_timer
 
 
+def _agent_mark(what: str, t0: float) -> None:
+    line = json.dumps({"what": what, "pid": os.getpid(), "t0": t0, "t1": time.time()}) + "\n"
+    with open(_AGENT_MARKS, "a", encoding="utf-8") as fh:  # one short O_APPEND write per record
+        fh.write(line)
+
+
+def _mark_async(cls, method_name: str, what: str) -> None:
+    import functools
+
+    method = cls.__dict__.get(method_name)
+    if method is None:
+        return
+
+    @functools.wraps(method)
+    async def marked(*args, **kwargs):
+        t0 = time.time()
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            _agent_mark(what, t0)
+
+    setattr(cls, method_name, marked)
+
+
+def _mark_sync(cls, method_name: str, what: str) -> None:
+    import functools
+
+    method = cls.__dict__.get(method_name)
+    if method is None:
+        return
+
+    @functools.wraps(method)
+    def marked(*args, **kwargs):
+        t0 = time.time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _agent_mark(what, t0)
+
+    setattr(cls, method_name, marked)
+
+
+def _mark_agent_loop(module):
+    _mark_async(module.AgentLoopWorker, "_run_agent_loop", "session")
+    _mark_async(module.AgentLoopWorker, "_compute_score", "score")
+
+
+def _mark_llm_client(module):
+    for name in ("LLMServerClient", "FullyAsyncLLMServerClient"):
+        if hasattr(module, name):
+            _mark_async(getattr(module, name), "generate", "client")
+
+
+def _mark_vllm_server(module):
+    _mark_async(module.vLLMHttpServer, "generate", "server")
+
+
+def _mark_replay_buffer(module):
+    for cls in vars(module).values():
+        if isinstance(cls, type) and cls.__module__ == module.__name__ and "_wait_for_next_poll" in cls.__dict__:
+            _mark_sync(cls, "_wait_for_next_poll", "poll")
+
+
 _hooks = {}
 if _CAP:
     _hooks["torch.cuda"] = _cap_cuda
@@ -153,5 +223,10 @@ if _PHASE_LOG:
     _hooks["verl.workers.fsdp_workers"] = _wrap_phases
 if _PHASE_MARKS:
     _hooks["verl.utils.profiler"] = _mark_phases
+if _AGENT_MARKS:
+    _hooks["verl.experimental.agent_loop.agent_loop"] = _mark_agent_loop
+    _hooks["verl.workers.rollout.llm_server"] = _mark_llm_client
+    _hooks["verl.workers.rollout.vllm_rollout.vllm_async_server"] = _mark_vllm_server
+    _hooks["verl.trainer.ppo.v1.replay_buffer"] = _mark_replay_buffer
 if _hooks:
     sys.meta_path.insert(0, _PostImportHooks(_hooks))
