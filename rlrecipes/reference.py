@@ -45,12 +45,21 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         source="docs/hardware.md#measured-throughputs",
     ),
     Throughput(
-        profiles=("h200-141gb", "h200-141gb-2gpu"), recipe=None, model="Qwen2.5-3B",
-        kind="rollout_tokens_per_s", value=11617.0, responses_per_step=640, max_response_length=1024,
-        measured_on="verl 0.9.1's rollout phase (timing_s/gen: vLLM 0.24.0 generating, then put to sleep) on one "
-                    "H200 (torch 2.11.0+cu130): this recipe on h200-141gb, Qwen2.5-3B architecture with random bf16 "
-                    "weights, LoRA r64, 128 prompts x 5, every response 1024 tokens (ignore_eos): 655,360 tokens "
-                    "in 56.4 s; vLLM alone with verl's engine arguments did 18,208 tokens/s on the same batch",
+        profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora", model="Qwen2.5-3B",
+        kind="step_seconds", value=359.2, responses_per_step=640, max_response_length=1024,
+        measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200 (torch 2.11.0+cu130), this recipe on h200-141gb: "
+                    "Qwen2.5-3B architecture with random bf16 weights, LoRA r64, 128 prompts x 5, every response "
+                    "1024 tokens (ignore_eos); timing_s/step of step 2 (step 1: 414.3 s): rollout 52.4 s, old "
+                    "log-prob 65.6, reference 56.7, actor update 181.8, weight sync 1.8",
+        source="docs/bench/gpu-hopper-3b.md",
+    ),
+    Throughput(
+        profiles=("h200-141gb-2gpu",), recipe=None, model="Qwen2.5-3B",
+        kind="rollout_tokens_per_s", value=12495.0, responses_per_step=640, max_response_length=1024,
+        measured_on="verl 0.9.1's rollout phase (timing_s/gen of step 2: vLLM 0.24.0 generating, then put to "
+                    "sleep) on ONE H200 (torch 2.11.0+cu130), the 3B GRPO-LoRA recipe on h200-141gb: Qwen2.5-3B "
+                    "architecture with random bf16 weights, LoRA r64, 128 prompts x 5, every response 1024 tokens: "
+                    "655,360 tokens in 52.4 s; nothing has run on two GPUs",
         source="docs/bench/gpu-hopper-3b.md",
     ),
 )

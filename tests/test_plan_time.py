@@ -21,17 +21,24 @@ def plan_time(profile: str, *overrides: str, recipe: str = GRPO):
     return asdict(time) if time else None
 
 
-def test_h200_rollout_estimate_from_verls_rollout_on_an_h200():
+def test_h200_step_time_from_a_finished_verl_step_on_an_h200():
     time = plan_time("h200-141gb")
-    # 1024 prompts x 5 responses x 1024 tokens at verl's measured 11,617 tokens/s on one engine; 7 steps x 5 epochs
-    assert time["seconds_per_step"] == pytest.approx(1024 * 5 * 1024 / 11617)
-    assert time["total_seconds"] == pytest.approx(35 * 1024 * 5 * 1024 / 11617)
-    assert time["kind"] == "rollout_tokens_per_s" and "rollout only" in time["covers"]
-    assert "verl 0.9.1's rollout phase" in time["measured_on"] and "H200" in time["measured_on"]
-    # two GPUs = two TP-1 engines; longer responses cost proportionally more
-    assert plan_time("h200-141gb-2gpu")["seconds_per_step"] == pytest.approx(time["seconds_per_step"] / 2)
+    # step 2 of the 3B run took 359.2 s for 128 prompts x 5 x 1024 tokens; the shipped 1024 x 5 is 8x the tokens
+    assert time["kind"] == "step_seconds" and "whole step" in time["covers"]
+    assert time["seconds_per_step"] == pytest.approx(359.2 * 8)
+    assert time["total_seconds"] == pytest.approx(35 * 359.2 * 8)
+    assert "verl 0.9.1" in time["measured_on"] and "H200" in time["measured_on"]
+    assert plan_time("h200-141gb", "data.train_batch_size=128")["seconds_per_step"] == pytest.approx(359.2)
     assert plan_time("h200-141gb", "data.max_response_length=2048")["seconds_per_step"] == pytest.approx(
         2 * time["seconds_per_step"])
+
+
+def test_two_h200s_get_the_rollout_rate_of_one_engine_per_gpu_not_the_one_gpu_step_time():
+    time = plan_time("h200-141gb-2gpu")
+    assert time["kind"] == "rollout_tokens_per_s" and "rollout only" in time["covers"]
+    # 1024 prompts x 5 x 1024 tokens over two TP-1 engines at verl's measured 12,495 tokens/s each
+    assert time["seconds_per_step"] == pytest.approx(1024 * 5 * 1024 / 12495 / 2)
+    assert "nothing has run on two GPUs" in time["measured_on"]
 
 
 def test_a100_step_time_scales_with_generated_tokens():
@@ -57,16 +64,18 @@ def test_every_throughput_names_existing_profiles_and_its_record():
     for t in THROUGHPUTS:
         assert set(t.profiles) <= set(list_profiles()), t.profiles
         assert t.measured_on and "docs/" in t.source and t.value > 0
-    assert throughput_for(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct").value == 11617.0
+    assert throughput_for(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct").value == 359.2
+    # a step time belongs to its recipe: another recipe with the same model gets no borrowed figure
+    assert throughput_for("some-other-3b-recipe", "h200-141gb", "Qwen/Qwen2.5-3B-Instruct") is None
 
 
 def test_plan_cli_prints_the_estimate_and_its_origin(capsys):
     assert main(["plan", GRPO, "--profile", "h200-141gb"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "time (estimate)" in out and "~451 s/step, 4.4 h for 35 steps" in out
+    assert "time (estimate)" in out and "~2874 s/step, 27.9 h for 35 steps" in out
     assert "(record: docs/bench/gpu-hopper-3b.md)" in out.replace("│ ", "")
     assert main(["plan", GRPO, "--profile", "h200-141gb", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["time"]["seconds_per_step"] == pytest.approx(5120 * 1024 / 11617)
+    assert data["time"]["seconds_per_step"] == pytest.approx(359.2 * 8)
     assert main(["plan", "qwen2.5-0.5b-gsm8k-ppo"]) == 0
     assert "none: no throughput measured" in capsys.readouterr().out

@@ -13,7 +13,8 @@ For each `gen` span, the marks that start inside it are its own. The segments, i
   poll        last session end -> the replay buffer's last poll ends (it polls every 2 s)
   sleep       that poll -> gen ends (the trainer puts vLLM to sleep)
 Per-response durations (score, session minus client: the post-processing of one response) are given as
-mean and max, and the GPU's first/last busy sample (utilisation >= --busy) inside the span.
+mean and max; from the GPU samples, the first busy sample (utilisation >= --busy), the busy time (busy
+samples x the sampling interval) and each idle stretch of >= --min-idle seconds inside the span.
 """
 
 from __future__ import annotations
@@ -34,7 +35,29 @@ def _stats(values: list[float]) -> dict:
     return {"n": len(values), "mean": round(statistics.fmean(values), 3), "max": round(max(values), 3)}
 
 
-def split_gen(agent: list[dict], phases: list[dict], samples: list[dict] | None = None, busy: float = 10.0) -> list[dict]:
+def _interval(samples: list[dict]) -> float:
+    if len(samples) < 2:
+        return 0.0
+    return (samples[-1]["t"] - samples[0]["t"]) / (len(samples) - 1)
+
+
+def _idle_stretches(samples: list[dict], t0: float, t1: float, busy: float, min_idle: float) -> list[list[float]]:
+    """[start, seconds] (start from t0) of each run of samples below `busy` lasting >= min_idle."""
+    out, start = [], None
+    for sample in samples:
+        if sample.get("util", 0) < busy:
+            start = sample["t"] if start is None else start
+        else:
+            if start is not None and sample["t"] - start >= min_idle:
+                out.append([round(start - t0, 3), round(sample["t"] - start, 3)])
+            start = None
+    if start is not None and t1 - start >= min_idle:
+        out.append([round(start - t0, 3), round(t1 - start, 3)])
+    return out
+
+
+def split_gen(agent: list[dict], phases: list[dict], samples: list[dict] | None = None, busy: float = 10.0,
+              min_idle: float = 2.0) -> list[dict]:
     gens = sorted((m for m in phases if m["phase"] == "gen"), key=lambda m: m["t0"])
     steps = []
     for index, gen in enumerate(gens, start=1):
@@ -64,10 +87,12 @@ def split_gen(agent: list[dict], phases: list[dict], samples: list[dict] | None 
             }
             step["polls"] = len(polls)
         if samples:
-            hot = [s["t"] for s in samples if t0 <= s["t"] <= t1 and s.get("util", 0) >= busy]
+            inside_gen = sorted((x for x in samples if t0 <= x["t"] <= t1), key=lambda x: x["t"])
+            hot = [x["t"] for x in inside_gen if x.get("util", 0) >= busy]
             if hot:
-                step["gpu_busy"] = {"from_gen_start": round(hot[0] - t0, 3), "seconds": round(hot[-1] - hot[0], 3),
-                                    "to_gen_end": round(t1 - hot[-1], 3)}
+                step["gpu_busy"] = {"first_from_gen_start": round(hot[0] - t0, 3),
+                                    "busy_samples_seconds": round(len(hot) * _interval(inside_gen), 3),
+                                    "idle_stretches": _idle_stretches(inside_gen, t0, t1, busy, min_idle)}
         steps.append(step)
     return steps
 
@@ -78,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("phases", type=Path)
     parser.add_argument("--samples", type=Path)
     parser.add_argument("--busy", type=float, default=10.0, help="GPU utilisation %% that counts as busy")
+    parser.add_argument("--min-idle", type=float, default=2.0, help="shortest idle stretch reported, seconds")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     samples = read_jsonl(args.samples) if args.samples else None
-    steps = split_gen(read_jsonl(args.agent), read_jsonl(args.phases), samples, args.busy)
+    steps = split_gen(read_jsonl(args.agent), read_jsonl(args.phases), samples, args.busy, args.min_idle)
     text = json.dumps(steps, indent=1)
     if args.out:
         args.out.write_text(text + "\n")

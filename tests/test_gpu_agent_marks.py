@@ -1,0 +1,113 @@
+"""The rollout-phase split used for the H200 records: the agent-loop hooks in scripts/gpu/site write one mark
+per call into verl's own classes (run here on stand-in modules of the same names), and
+scripts/gpu/agent_marks.py turns marks + GPU samples into the segments of verl's `gen` phase."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts" / "gpu"))
+
+from agent_marks import split_gen  # noqa: E402
+
+
+def _mark(what, t0, t1):
+    return {"what": what, "pid": 1, "t0": t0, "t1": t1}
+
+
+def test_split_gen_finds_the_idle_gpu_while_responses_still_arrive():
+    gen = {"phase": "gen", "pid": 9, "t0": 100.0, "t1": 160.0}
+    agent = []
+    for end in (120.0, 140.0, 150.0):  # three waves of responses, the last one 20 s after the GPU went idle
+        for _ in range(2):
+            agent += [_mark("server", 101.0, end), _mark("client", 100.9, end + 0.1),
+                      _mark("score", end + 0.1, end + 0.15), _mark("session", 100.8, end + 0.3)]
+    agent += [_mark("poll", 148.0, 150.0), _mark("poll", 150.0, 152.0)]
+    agent.append(_mark("server", 50.0, 60.0))  # started before gen: another phase's
+    samples = [{"t": 100.0 + i * 0.25, "util": 90 if 101.0 <= 100.0 + i * 0.25 < 130.0 else 0} for i in range(241)]
+    (step,) = split_gen(agent, [gen], samples)
+    assert step["responses"] == 6 and step["gen_seconds"] == 60.0
+    assert step["segments"] == {"submit": 1.0, "engine": 49.0, "return": 0.1, "postprocess": 0.2, "poll": 1.7,
+                                "sleep": 8.0}
+    assert step["per_response"]["server_seconds"] == {"n": 6, "mean": 35.667, "max": 49.0}
+    assert step["per_response"]["post_seconds"]["max"] == pytest.approx(0.2)
+    busy = step["gpu_busy"]
+    assert busy["first_from_gen_start"] == 1.0 and busy["busy_samples_seconds"] == pytest.approx(29.0)
+    assert busy["idle_stretches"] == [[30.0, 30.0]]  # 130 -> 160: nothing on the GPU, gen still running
+
+
+def test_split_gen_without_agent_marks_keeps_the_gpu_view():
+    gen = {"phase": "gen", "pid": 9, "t0": 0.0, "t1": 10.0}
+    samples = [{"t": i * 0.5, "util": 0 if i < 6 else 80} for i in range(21)]
+    (step,) = split_gen([], [gen], samples)
+    assert "segments" not in step and step["responses"] == 0
+    assert step["gpu_busy"]["idle_stretches"] == [[0.0, 3.0]]
+
+
+def test_agent_hooks_mark_verls_classes_in_a_fresh_process(tmp_path):
+    # stand-ins with verl's module and class names; the hooks wrap them as the real ones on the GPU host
+    pkg = tmp_path / "verl"
+    for sub in ("experimental/agent_loop", "workers/rollout/vllm_rollout", "trainer/ppo/v1"):
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+    for folder in [pkg, *[p for p in pkg.rglob("*") if p.is_dir()]]:
+        (folder / "__init__.py").write_text("")
+    (pkg / "experimental/agent_loop/agent_loop.py").write_text(textwrap.dedent("""
+        import asyncio
+        class AgentLoopWorker:
+            async def _run_agent_loop(self, x):
+                await asyncio.sleep(0.01)
+                return await self._compute_score(x)
+            async def _compute_score(self, x):
+                return x * 2
+    """))
+    (pkg / "workers/rollout/llm_server.py").write_text(textwrap.dedent("""
+        class LLMServerClient:
+            async def generate(self, request_id, **kw):
+                return request_id
+    """))
+    (pkg / "workers/rollout/vllm_rollout/vllm_async_server.py").write_text(textwrap.dedent("""
+        class vLLMHttpServer:
+            async def generate(self, **kw):
+                raise RuntimeError("engine died")
+    """))
+    (pkg / "trainer/ppo/v1/replay_buffer.py").write_text(textwrap.dedent("""
+        class ReplayBuffer:
+            def _wait_for_next_poll(self, partition_id, last):
+                return last + 1
+    """))
+    marks = tmp_path / "agent.jsonl"
+    code = textwrap.dedent("""
+        import asyncio
+        from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+        from verl.workers.rollout.llm_server import LLMServerClient
+        from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer
+        from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+        assert asyncio.run(AgentLoopWorker()._run_agent_loop(21)) == 42
+        assert asyncio.run(LLMServerClient().generate("r1")) == "r1"
+        try:
+            asyncio.run(vLLMHttpServer().generate())
+        except RuntimeError:
+            pass
+        assert ReplayBuffer()._wait_for_next_poll("train", 1) == 2
+    """)
+    env = dict(os.environ, RLRECIPES_AGENT_MARKS=str(marks),
+               PYTHONPATH=os.pathsep.join([str(REPO / "scripts" / "gpu" / "site"), str(tmp_path)]))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
+    records = [json.loads(line) for line in marks.read_text().splitlines()]
+    assert sorted(r["what"] for r in records) == ["client", "poll", "score", "server", "session"]
+    session = next(r for r in records if r["what"] == "session")
+    score = next(r for r in records if r["what"] == "score")
+    assert session["t1"] - session["t0"] >= 0.01 and session["t0"] <= score["t0"] <= score["t1"] <= session["t1"]
+    # a call that raises is still marked (the server one above), and without the variable nothing is written
+    marks.unlink()
+    env.pop("RLRECIPES_AGENT_MARKS")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
+    assert not marks.exists()
