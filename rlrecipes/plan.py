@@ -13,7 +13,7 @@ from rlrecipes.images import Image
 from rlrecipes.memory import MemoryEstimate, estimate_memory
 from rlrecipes.models import Architecture, architecture, lora_param_count, param_count
 from rlrecipes.recipe import ResolvedRun
-from rlrecipes.reference import TimeEstimate, estimate_time
+from rlrecipes.reference import MeasuredMemory, TimeEstimate, estimate_time, measured_memory
 from rlrecipes.verl import schema
 
 
@@ -152,6 +152,7 @@ class Plan:
     checkpoints: Checkpoints
     memory: MemoryEstimate
     time: TimeEstimate | None  # from a throughput measured on this profile's hardware, else None
+    memory_measured: MeasuredMemory | None  # what this recipe was measured to use on this profile, if it was
     loggers: list[str]
     logs: str
     launch: str
@@ -175,6 +176,7 @@ class Plan:
             "checkpoints": checkpoints,
             "memory": self.memory.as_dict(),
             "time": asdict(self.time) if self.time else None,
+            "memory_measured": asdict(self.memory_measured) if self.memory_measured else None,
             "loggers": self.loggers,
             "logs": self.logs,
             "launch": self.launch,
@@ -245,6 +247,7 @@ def build_plan(run: ResolvedRun) -> Plan:
         time=estimate_time(run.name, run.profile.name, run.recipe.model.hub_id, n_gpus,
                            int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1), batch * n,
                            int(run.get("data.max_response_length")), total_steps),
+        memory_measured=measured_memory(run.name, run.profile.name),
         loggers=run.variables["LOGGER"],
         logs=str(run.log_dir),
         launch=f"bash recipes/{run.name}.sh" if run.profile.name == run.recipe.profile else

@@ -135,6 +135,10 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
     mem = p.memory.as_dict()
     table.add_row("GPU memory", f"~{mem.get('total_gib', 0):.1f} GiB per GPU of "
                                 f"{hw.gpu_memory_gib:g} GiB (rlrecipes plan --memory for the terms)")
+    if p.memory_measured:
+        m = p.memory_measured
+        parts = "; ".join(f"{what}: {got:g} GiB (estimate {est:g})" for what, got, est in m.phases)
+        table.add_row("GPU memory, measured", f"at {m.settings}: {parts}; {m.measured_on} (record: {m.source})")
     time = p.time
     if time:
         total = f"{time.total_seconds / 3600:.1f} h for {s.total_steps} steps" if time.total_seconds else \

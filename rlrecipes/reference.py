@@ -64,6 +64,38 @@ THROUGHPUTS: tuple[Throughput, ...] = (
     ),
 )
 
+@dataclass(frozen=True)
+class MeasuredMemory:
+    """GPU memory a recipe was measured to use on a profile's hardware, beside what the planner estimated for
+    the same settings: plan shows both, so an estimate that is off is never the only figure a user sees."""
+
+    profiles: tuple[str, ...]
+    recipe: str
+    settings: str                  # the batch and lengths it was measured at
+    phases: tuple[tuple[str, float, float], ...]  # (what, measured GiB, estimated GiB for those settings)
+    measured_on: str
+    source: str
+
+
+MEASURED_MEMORY: tuple[MeasuredMemory, ...] = (
+    MeasuredMemory(
+        profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora",
+        settings="128 prompts x 5, every response 1024 tokens",
+        phases=(("rollout, whole GPU in use (NVML)", 99.8, 97.8),
+                ("training phases, trainer allocator peak (verl's actor/perf/max_memory_allocated_gb)", 82.2, 57.6),
+                ("training phases, trainer allocator reserved (actor/perf/max_memory_reserved_gb)", 103.9, 57.6)),
+        measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200, Qwen2.5-3B architecture with random bf16 weights, "
+                    "2 steps; the estimate under-counts the training phases of verl 0.9's engine without "
+                    "flash-attn (log-probs and entropy over padded micro batches)",
+        source="docs/bench/gpu-hopper-3b.md",
+    ),
+)
+
+
+def measured_memory(recipe: str, profile: str) -> MeasuredMemory | None:
+    return next((m for m in MEASURED_MEMORY if profile in m.profiles and m.recipe == recipe), None)
+
+
 REFERENCE_ACCURACY: dict[str, ReferenceAccuracy] = {
     "qwen2.5-3b-gsm8k-grpo-lora": ReferenceAccuracy(
         recipe="qwen2.5-3b-gsm8k-grpo-lora", accuracy=0.861,
