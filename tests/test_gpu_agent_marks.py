@@ -111,3 +111,53 @@ def test_agent_hooks_mark_verls_classes_in_a_fresh_process(tmp_path):
     env.pop("RLRECIPES_AGENT_MARKS")
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
     assert not marks.exists()
+
+
+def test_phase_log_measures_verls_engine_workers_outermost_call_only(tmp_path):
+    """verl >= 0.9's actor worker delegates to a TrainingWorker; one record per actor call, with the peak
+    reset before it (a stand-in torch.cuda counts the resets and reports a peak per call)."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("from . import cuda\n")
+    (tmp_path / "torch" / "cuda.py").write_text(textwrap.dedent("""
+        resets = 0
+        def synchronize(): pass
+        def reset_peak_memory_stats():
+            global resets
+            resets += 1
+        def max_memory_allocated(): return resets * 2**30
+        def max_memory_reserved(): return resets * 2**31
+    """))
+    (tmp_path / "verl" / "workers").mkdir(parents=True)
+    for folder in (tmp_path / "verl", tmp_path / "verl" / "workers"):
+        (folder / "__init__.py").write_text("")
+    (tmp_path / "verl" / "workers" / "engine_workers.py").write_text(textwrap.dedent("""
+        def register(fn):
+            fn.dispatch = "nd"
+            return fn
+        class TrainingWorker:
+            @register
+            def infer_batch(self, data): return data + 1
+            @register
+            def train_mini_batch(self, data): return data * 2
+        class ActorRolloutRefWorker:
+            def __init__(self): self.actor = TrainingWorker()
+            @register
+            def compute_log_prob(self, data): return self.actor.infer_batch(data)
+            @register
+            def update_actor(self, data): return self.actor.train_mini_batch(data)
+    """))
+    log = tmp_path / "phases.jsonl"
+    code = textwrap.dedent("""
+        from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
+        w = ActorRolloutRefWorker()
+        assert w.compute_log_prob(1) == 2 and w.update_actor(3) == 6 and w.compute_log_prob(5) == 6
+        assert TrainingWorker().infer_batch(0) == 1          # the critic calls its engine directly
+        assert ActorRolloutRefWorker.update_actor.dispatch == "nd"  # verl's dispatch attributes survive
+    """)
+    env = dict(os.environ, RLRECIPES_PHASE_LOG=str(log),
+               PYTHONPATH=os.pathsep.join([str(REPO / "scripts" / "gpu" / "site"), str(tmp_path)]))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["phase"], r["call"]) for r in records] == [
+        ("old_log_prob", 1), ("update_actor", 1), ("old_log_prob", 2), ("infer_batch", 1)]
+    assert [r["peak_allocated_gib"] for r in records] == [1.0, 2.0, 3.0, 4.0]  # one reset per measured call

@@ -6,9 +6,11 @@ RLRECIPES_GPU_MEMORY_CAP_GIB=24
     torch.cuda.set_per_process_memory_fraction: a 24 GB card simulated on a bigger one. The CUDA
     context and NCCL buffers sit outside the allocator and are not capped.
 RLRECIPES_PHASE_LOG=/path/phases.jsonl
-    Wrap verl 0.5.0's FSDP worker methods (rollout, log-prob, ref, values, critic and actor updates):
-    for each call append {"phase", "call", "seconds", "peak_allocated_gib", "peak_reserved_gib"} with
-    the allocator's peak during that call (peak stats are reset before each call).
+    Wrap verl's worker methods -- 0.5.0's FSDP workers (rollout, log-prob, ref, values, critic and actor
+    updates) and the engine workers of verl >= 0.9 (old and reference log-probs, actor update; the
+    critic's infer/train calls): for each call append {"phase", "call", "seconds",
+    "peak_allocated_gib", "peak_reserved_gib"} with the allocator's peak during that call (peak stats
+    are reset before each call). A call made inside another measured one is not measured on its own.
 RLRECIPES_PHASE_MARKS=/path/marks.jsonl
     verl >= 0.6 (the V1 trainer times its phases with `verl.utils.debug.marked_timer`): for each timed
     phase append {"phase", "pid", "t0", "t1"} (wall clock, time.time()), so samples of the whole GPU's
@@ -43,6 +45,17 @@ PHASES = {
         "update_actor": "update_actor",
     },
     "CriticWorker": {"compute_values": "values", "update_critic": "update_critic"},
+}
+# verl >= 0.9 (verl/workers/engine_workers.py): the actor/reference worker delegates to TrainingWorker
+# engines, which the critic uses directly; the nesting rule below keeps the actor's calls whole.
+ENGINE_PHASES = {
+    "ActorRolloutRefWorker": {
+        "compute_log_prob": "old_log_prob",
+        "compute_ref_log_prob": "ref_log_prob",
+        "update_actor": "update_actor",
+    },
+    "TrainingWorker": {"infer_batch": "infer_batch", "train_batch": "train_batch",
+                       "train_mini_batch": "train_mini_batch"},
 }
 
 
@@ -94,24 +107,33 @@ def _cap_cuda(cuda):
     cuda._lazy_init = _lazy_init  # torch's C++ lazy init calls torch.cuda._lazy_init by name
 
 
-def _wrap_phases(module):
+def _wrap_phases(module, phases=None):
     import functools
 
     import torch
 
     counts = {}
+    depth = [0]  # calls in progress in this process: only the outermost one is measured
 
     def wrap(cls_name, method_name, phase):
-        cls = getattr(module, cls_name)
-        method = getattr(cls, method_name)
+        cls = getattr(module, cls_name, None)
+        method = getattr(cls, method_name, None) if isinstance(cls, type) else None
+        if method is None:
+            return
 
         @functools.wraps(method)  # keeps verl's @register dispatch attributes
         def measured(self, *args, **kwargs):
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            start = time.perf_counter()
-            result = method(self, *args, **kwargs)
-            torch.cuda.synchronize()
+            if depth[0]:
+                return method(self, *args, **kwargs)
+            depth[0] += 1
+            try:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                start = time.perf_counter()
+                result = method(self, *args, **kwargs)
+                torch.cuda.synchronize()
+            finally:
+                depth[0] -= 1
             counts[phase] = counts.get(phase, 0) + 1
             record = {
                 "phase": phase,
@@ -127,7 +149,7 @@ def _wrap_phases(module):
 
         setattr(cls, method_name, measured)
 
-    for cls_name, methods in PHASES.items():
+    for cls_name, methods in (phases or PHASES).items():
         for method_name, phase in methods.items():
             wrap(cls_name, method_name, phase)
 
@@ -221,6 +243,7 @@ if _CAP:
     _hooks["torch.cuda"] = _cap_cuda
 if _PHASE_LOG:
     _hooks["verl.workers.fsdp_workers"] = _wrap_phases
+    _hooks["verl.workers.engine_workers"] = lambda module: _wrap_phases(module, ENGINE_PHASES)
 if _PHASE_MARKS:
     _hooks["verl.utils.profiler"] = _mark_phases
 if _AGENT_MARKS:
