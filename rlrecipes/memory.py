@@ -16,6 +16,10 @@ in docs/preflight.md; in short, for N data-parallel GPUs (FSDP shards every stat
                eager attention adds L (or 1) x b x heads x s^2 x bytes x 2 (scores before/after softmax)
     logits     b x s x vocab x (bytes + 4)            lm_head output + fp32 log-softmax/entropy temporary
                b x s x vocab x 2 x bytes              with flash-attn's Triton cross-entropy (a100 image)
+               verl >= 0.9 without flash-attn (padded, bf16 autocast): old log-probs b x s x vocab x (2 + 4 + 8)
+               (logits + the entropy's fp32 softmax and logsumexp over every padded position; measured on an
+               H200); update b x s x vocab x (2 + 2 + 4 + 2) (logits, unpadded copy, fp32 per-token
+               log-softmax kept for backward, gradient); fused kernels: one 512-token chunk x vocab x 12
     rollout    vLLM / SGLang: gpu_memory_utilization x GPU memory, and the trainer state resident while it
                starts must fit in the rest; HF generate: KV cache 2 x L x kv_heads x head_dim x bytes x B x s
                (B = per-GPU rollout batch) + prefill attention scores (eager) + last-token logits
@@ -166,6 +170,42 @@ def _layer_activation_bytes(arch: Architecture, tokens: float, seq: int, batch: 
     return tokens * per_token + scores
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+FUSED_CHUNK_TOKENS = 512  # verl's FusedLinearForPPO chunk
+
+
+def _engine_v9_logits(tokens: int, vocab: int, nbytes: int, name: str, backward: bool, entropy: bool,
+                      fused: bool) -> list[Term]:
+    """The logits of one micro batch (`tokens` = micro x sequence) in verl >= 0.9's engine without
+    flash-attn (padded, under bf16 autocast).
+
+    Forward-only with entropy (the old log-probs): the entropy is taken over every padded position with
+    softmax and logsumexp, which autocast runs in fp32 -- a fp32 softmax (4 B) and logsumexp's fp32 copy
+    and exponentials (8 B) per position x vocab beside the logits. These terms reproduce the allocator peak
+    measured on an H200 (82.2 GiB for the 3B recipe at 32 x ~1,090 tokens; docs/bench/gpu-hopper-3b.md).
+    Without entropy: the valid positions are concatenated into a copy of the logits, then
+    logprobs_from_logits_v2 takes a log_softmax per token, kept in fp32 for backward. With fused kernels
+    (use_fused_kernels) the logits are never whole: one 512-token chunk at a time (fp32 logits, softmax
+    and gradient of the chunk)."""
+    if fused:
+        return [Term(f"{name} fused log-prob/entropy chunk ({FUSED_CHUNK_TOKENS} tokens x vocab, fp32)",
+                     min(tokens, FUSED_CHUNK_TOKENS) * vocab * 12)]
+    elements = tokens * vocab
+    out = [Term(f"{name} logits", elements * nbytes)]
+    if entropy:
+        out += [Term(f"{name} entropy: fp32 softmax over every padded position", elements * 4),
+                Term(f"{name} entropy: fp32 logsumexp temporaries", elements * 8)]
+    if backward or not entropy:
+        out.append(Term(f"{name} unpadded copy of the logits", elements * nbytes))
+    if backward:
+        out += [Term(f"{name} per-token log-softmax kept for backward (fp32)", elements * 4),
+                Term(f"{name} logits gradient", elements * nbytes)]
+    return out
+
+
 def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstimate:
     """Per-GPU peak estimate. `inventory_gpu`: a detected GPU (anything with `memory_mib`) to plan
     against; default the profile's GPU."""
@@ -229,12 +269,19 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff") or 0)
     flash_ce = run.image.flash_attn  # verl then uses flash-attn's cross-entropy
 
+    # verl >= 0.9's engine (verl/workers/engine/fsdp/transformer_impl.py) without flash-attn: rlrecipes pads
+    # there, and the engine's padded branch runs under bf16 autocast
+    engine_v9 = _version(run.image.spec.version) >= (0, 9) and not flash_ce
+    fused = bool(run.get("actor_rollout_ref.model.use_fused_kernels", False))
+
     def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
         """lm_head output over every position (verl passes no logits_to_keep) plus what sits beside it:
         the gradient of the same size at the start of backward; for the entropy, softmax and
         softmax x logits over the response positions. Log-probs themselves are taken row by row
         (logprobs_from_logits_v2) or by flash-attn's Triton cross-entropy: no full-size copy."""
         nbytes = BYTES.get(dtype, 4)
+        if engine_v9:
+            return _engine_v9_logits(micro * seq, arch.vocab, nbytes, name, backward, entropy, fused)
         out = [Term(f"{name} logits", micro * seq * arch.vocab * nbytes)]
         if backward:
             out.append(Term(f"{name} logits gradient", micro * seq * arch.vocab * nbytes))

@@ -103,7 +103,7 @@ def test_measured_memory_sits_beside_the_estimate_and_its_estimates_are_the_plan
 def test_plan_shows_the_measured_memory(capsys):
     assert main(["plan", GRPO, "--profile", "h200-141gb"]) == 0
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())
-    assert "GPU memory, measured" in out and "82.2 GiB (estimate 57.6)" in out
+    assert "GPU memory, measured" in out and "82.2 GiB (estimate 110.7)" in out
     assert main(["plan", GRPO, "--profile", "h200-141gb", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["memory_measured"]["phases"][1][1] == 82.2
     assert main(["plan", GRPO, "--profile", "a100-80gb", "--json"]) == 0
