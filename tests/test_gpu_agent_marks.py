@@ -161,3 +161,30 @@ def test_phase_log_measures_verls_engine_workers_outermost_call_only(tmp_path):
     assert [(r["phase"], r["call"]) for r in records] == [
         ("old_log_prob", 1), ("update_actor", 1), ("old_log_prob", 2), ("infer_batch", 1)]
     assert [r["peak_allocated_gib"] for r in records] == [1.0, 2.0, 3.0, 4.0]  # one reset per measured call
+
+
+def test_vllm_sampling_switch_reaches_every_request_and_is_off_by_default(tmp_path):
+    server = tmp_path / "verl" / "workers" / "rollout" / "vllm_rollout"
+    server.mkdir(parents=True)
+    for folder in (tmp_path / "verl", tmp_path / "verl" / "workers", server.parent, server):
+        (folder / "__init__.py").write_text("")
+    (server / "vllm_async_server.py").write_text(textwrap.dedent("""
+        class vLLMHttpServer:
+            async def generate(self, *, request_id, prompt_ids, sampling_params):
+                return dict(sampling_params)   # verl builds vllm.SamplingParams(**sampling_params) here
+    """))
+    code = textwrap.dedent("""
+        import asyncio, json
+        from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer
+        asked = {"temperature": 1.0, "logprobs": True}
+        print(json.dumps(asyncio.run(vLLMHttpServer().generate(request_id="r", prompt_ids=[1], sampling_params=asked))))
+        assert asked == {"temperature": 1.0, "logprobs": True}   # the caller's dict is not changed
+    """)
+    marks = tmp_path / "agent.jsonl"
+    base = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "scripts" / "gpu" / "site"), str(tmp_path)]))
+    run = lambda env: json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path,  # noqa: E731
+                                                capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    assert run(base) == {"temperature": 1.0, "logprobs": True}
+    switched = run(dict(base, RLRECIPES_VLLM_SAMPLING='{"detokenize": false}', RLRECIPES_AGENT_MARKS=str(marks)))
+    assert switched == {"temperature": 1.0, "logprobs": True, "detokenize": False}
+    assert [json.loads(line)["what"] for line in marks.read_text().splitlines()] == ["server"]

@@ -10,15 +10,16 @@
 #   3. standalone vLLM on the same model, prompts, batch and lengths with verl's engine arguments
 #      (max_num_seqs 256, verl's default): the rollout efficiency;
 #   4. optionally a second verl launch of VARIANT_STEPS steps with extra overrides, one per line in
-#      /root/w/variant.args (put there by a later call: scripts/gpu/hopper-variant.sh), waited for at most
-#      VARIANT_WAIT seconds after step 3; /root/w/variant.skip (or nothing arriving) skips it.
+#      /root/w/variant.args (put there by a later call: scripts/gpu/hopper-variant.sh; a line ENV:KEY=VALUE
+#      sets an environment variable instead, e.g. ENV:RLRECIPES_VLLM_SAMPLING={"detokenize":false}), waited
+#      for at most VARIANT_WAIT seconds after step 3; /root/w/variant.skip (or nothing arriving) skips it.
 set -uo pipefail
 cd /root/repo || exit 2
 export PYTHONPATH="/root/repo/scripts/gpu/site:/root/site:/root/repo" PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 \
   WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
   DO_NOT_TRACK=1
 R=qwen2.5-3b-gsm8k-grpo-lora; P=h200-141gb; BATCH=${BATCH:-128}; STEPS=${STEPS:-3}
-VARIANT_WAIT=${VARIANT_WAIT:-240}; VARIANT_STEPS=${VARIANT_STEPS:-1}
+VARIANT_WAIT=${VARIANT_WAIT:-240}; VARIANT_STEPS=${VARIANT_STEPS:-1}; ALONE=${ALONE:-1}  # ALONE=0: no vLLM-alone run
 O=/root/w/out; W=/root/w; mkdir -p "$O"
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
@@ -55,18 +56,22 @@ python3 scripts/gpu/agent_marks.py "$O/agent-marks.jsonl" "$O/phase-marks.jsonl"
   --out "$O/gen-split.json" > /dev/null 2>&1
 
 DATA="$W/assets/data/smoke-gsm8k/train.parquet"; MODEL="$W/assets/models/random-qwen2.5-3b"
-stamp "start vllm alone, max_num_seqs 256"
-timeout 300 python3 scripts/gpu/vllm_alone.py --model "$MODEL" --data "$DATA" --prompts "$BATCH" --n 5 \
-  --max-tokens 1024 --lora-rank 64 --lora-alpha 32 --gpu-memory-utilization 0.6 --max-num-seqs 256 \
-  --adapter "$W/adapter" --out "$O/vllm-alone-256.json" > "$O/vllm-alone-256.log" 2>&1
-stamp "end vllm alone 256: exit $?"
-gpu_free
+if [ "$ALONE" = 1 ]; then
+  stamp "start vllm alone, max_num_seqs 256"
+  timeout 300 python3 scripts/gpu/vllm_alone.py --model "$MODEL" --data "$DATA" --prompts "$BATCH" --n 5 \
+    --max-tokens 1024 --lora-rank 64 --lora-alpha 32 --gpu-memory-utilization 0.6 --max-num-seqs 256 \
+    --adapter "$W/adapter" --out "$O/vllm-alone-256.json" > "$O/vllm-alone-256.log" 2>&1
+  stamp "end vllm alone 256: exit $?"
+  gpu_free
+fi
 stamp "waiting up to ${VARIANT_WAIT}s for /root/w/variant.args"
 for _ in $(seq "$VARIANT_WAIT"); do [ -f "$W/variant.args" ] || [ -f "$W/variant.skip" ] && break; sleep 1; done
 if [ -f "$W/variant.args" ] && [ ! -f "$W/variant.skip" ]; then
-  mapfile -t VAR < "$W/variant.args"; V="$O/variant"; mkdir -p "$V"; cp "$W/variant.args" "$V/"
-  stamp "start verl variant ($VARIANT_STEPS step(s)): ${VAR[*]}"
-  RLRECIPES_PHASE_MARKS="$V/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$V/agent-marks.jsonl" \
+  mapfile -t LINES < "$W/variant.args"; V="$O/variant"; mkdir -p "$V"; cp "$W/variant.args" "$V/"
+  VAR=(); VENV=()  # "ENV:KEY=VALUE" lines set the variant's environment, the others are Hydra overrides
+  for line in "${LINES[@]}"; do case "$line" in ENV:*) VENV+=("${line#ENV:}") ;; ?*) VAR+=("$line") ;; esac; done
+  stamp "start verl variant ($VARIANT_STEPS step(s)): ${VENV[*]} ${VAR[*]}"
+  env "${VENV[@]}" RLRECIPES_PHASE_MARKS="$V/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$V/agent-marks.jsonl" \
     VERL_FILE_LOGGER_PATH="$V/metrics.jsonl" \
     timeout "${VARIANT_TIMEOUT:-720}" python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" \
     --work "$W/fit-variant" --steps "$VARIANT_STEPS" --profile "$P" --weights-dtype bfloat16 \

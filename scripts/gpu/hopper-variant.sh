@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Hand the running hopper-3b.sh job its second verl launch: the overrides given here, one per argument
-# ("skip" skips it), then follow the job like hopper-wait.sh. Usage:
-#   bash scripts/gpu/hopper-variant.sh 500 actor_rollout_ref.rollout.agent.num_workers=16
+# ("skip" skips it; ENV:KEY=VALUE sets an environment variable of the launch), then follow the job like
+# hopper-wait.sh. Usage:
+#   bash scripts/gpu/hopper-variant.sh 500 actor_rollout_ref.model.use_fused_kernels=true \
+#       actor_rollout_ref.model.fused_kernel_options.impl_backend=torch 'ENV:RLRECIPES_VLLM_SAMPLING={"detokenize":false}'
 set -uo pipefail
 LIMIT="${1:-500}"; shift
 if [ "${1:-}" = skip ]; then touch /root/w/variant.skip

@@ -21,6 +21,11 @@ RLRECIPES_AGENT_MARKS=/path/agent.jsonl
     ("client"), the reward request of one response ("score") and one response's whole agent loop,
     generation to its transfer-queue put ("session"); and the replay buffer's polls for a finished
     batch ("poll"). scripts/gpu/agent_marks.py splits the rollout phase with them.
+RLRECIPES_VLLM_SAMPLING='{"detokenize": false}'
+    verl >= 0.9: merge these keys into the sampling parameters of every request verl's vLLM server
+    builds (vLLMHttpServer.generate turns the dict into vllm.SamplingParams). An experiment switch, e.g.
+    to measure the rollout without vLLM's per-token detokenization (verl reads only token ids; verl
+    PR #7679 proposes the same), never a default.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ _CAP = os.environ.get("RLRECIPES_GPU_MEMORY_CAP_GIB")
 _PHASE_LOG = os.environ.get("RLRECIPES_PHASE_LOG")
 _PHASE_MARKS = os.environ.get("RLRECIPES_PHASE_MARKS")
 _AGENT_MARKS = os.environ.get("RLRECIPES_AGENT_MARKS")
+_VLLM_SAMPLING = os.environ.get("RLRECIPES_VLLM_SAMPLING")
 
 PHASES = {
     "ActorRolloutRefWorker": {
@@ -232,6 +238,23 @@ def _mark_vllm_server(module):
     _mark_async(module.vLLMHttpServer, "generate", "server")
 
 
+def _vllm_sampling(module):
+    import functools
+
+    extra = json.loads(_VLLM_SAMPLING)
+    cls = module.vLLMHttpServer
+    method = cls.generate
+
+    @functools.wraps(method)
+    async def generate(self, *args, **kwargs):
+        if isinstance(kwargs.get("sampling_params"), dict):
+            kwargs["sampling_params"] = {**kwargs["sampling_params"], **extra}
+        return await method(self, *args, **kwargs)
+
+    cls.generate = generate
+    print(f"[rlrecipes-gpu] pid {os.getpid()}: vLLM requests get {extra}", file=sys.stderr, flush=True)
+
+
 def _mark_replay_buffer(module):
     for cls in vars(module).values():
         if isinstance(cls, type) and cls.__module__ == module.__name__ and "_wait_for_next_poll" in cls.__dict__:
@@ -246,10 +269,15 @@ if _PHASE_LOG:
     _hooks["verl.workers.engine_workers"] = lambda module: _wrap_phases(module, ENGINE_PHASES)
 if _PHASE_MARKS:
     _hooks["verl.utils.profiler"] = _mark_phases
+_server_hooks = []
+if _VLLM_SAMPLING:
+    _server_hooks.append(_vllm_sampling)
 if _AGENT_MARKS:
     _hooks["verl.experimental.agent_loop.agent_loop"] = _mark_agent_loop
     _hooks["verl.workers.rollout.llm_server"] = _mark_llm_client
-    _hooks["verl.workers.rollout.vllm_rollout.vllm_async_server"] = _mark_vllm_server
     _hooks["verl.trainer.ppo.v1.replay_buffer"] = _mark_replay_buffer
+    _server_hooks.append(_mark_vllm_server)  # outermost: its span covers the sampling change too
+if _server_hooks:
+    _hooks["verl.workers.rollout.vllm_rollout.vllm_async_server"] = lambda module: [h(module) for h in _server_hooks]
 if _hooks:
     sys.meta_path.insert(0, _PostImportHooks(_hooks))
