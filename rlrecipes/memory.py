@@ -170,10 +170,6 @@ def _layer_activation_bytes(arch: Architecture, tokens: float, seq: int, batch: 
     return tokens * per_token + scores
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
-
-
 FUSED_CHUNK_TOKENS = 512  # verl's FusedLinearForPPO chunk
 
 
@@ -269,9 +265,9 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
     entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff") or 0)
     flash_ce = run.image.flash_attn  # verl then uses flash-attn's cross-entropy
 
-    # verl >= 0.9's engine (verl/workers/engine/fsdp/transformer_impl.py) without flash-attn: rlrecipes pads
-    # there, and the engine's padded branch runs under bf16 autocast
-    engine_v9 = _version(run.image.spec.version) >= (0, 9) and not flash_ce
+    # verl's engine (verl/workers/engine/fsdp/transformer_impl.py) without flash-attn: rlrecipes pads there,
+    # and the engine's padded branch runs under bf16 autocast
+    engine_v9 = run.image.spec.engine_logits and not flash_ce
     fused = bool(run.get("actor_rollout_ref.model.use_fused_kernels", False))
 
     def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:

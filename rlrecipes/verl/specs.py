@@ -74,6 +74,10 @@ class VerlSpec:
     # checks, 0.5.0) or "validate_config" (verl.utils.config.validate_config + the rollout registry)
     validator: str
     defaults: Mapping[str, Any] = field(default_factory=lambda: COMMON_DEFAULTS)
+    # the planner's logits terms without flash-attn: verl's FSDP engine (verl/workers/engine, what 0.9.1 trains
+    # with) takes the old log-probs' entropy over every padded position under bf16 autocast (fp32 softmax and
+    # logsumexp) and an unpadded copy of the logits; measured on an H200 (docs/bench/gpu-hopper-3b.md)
+    engine_logits: bool = False
 
     @property
     def hf_rollout(self) -> bool:
@@ -135,7 +139,7 @@ V0_8_0 = VerlSpec(
 #   trainers' resume messages).
 # - actor_rollout_ref.rollout.calculate_log_probs defaults to True (False in 0.8.0): the rollout-vs-actor
 #   metrics rlrecipes.rollout_sync reads are logged by default.
-V0_9_1 = replace(V0_8_0, version="0.9.1")
+V0_9_1 = replace(V0_8_0, version="0.9.1", engine_logits=True)
 
 SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0, V0_9_1)}
 
