@@ -24,9 +24,7 @@ import json
 import statistics
 from pathlib import Path
 
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+from phase_peaks import read_jsonl  # the same folder: both read the marks and samples written on the device
 
 
 def _stats(values: list[float]) -> dict:

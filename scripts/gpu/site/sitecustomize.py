@@ -187,55 +187,47 @@ def _agent_mark(what: str, t0: float) -> None:
         fh.write(line)
 
 
-def _mark_async(cls, method_name: str, what: str) -> None:
+def _mark(cls, method_name: str, what: str) -> None:
+    """Wrap cls.method_name (a coroutine function or a plain one) to write one agent mark per call."""
     import functools
+    import inspect
 
     method = cls.__dict__.get(method_name)
     if method is None:
         return
-
-    @functools.wraps(method)
-    async def marked(*args, **kwargs):
-        t0 = time.time()
-        try:
-            return await method(*args, **kwargs)
-        finally:
-            _agent_mark(what, t0)
-
-    setattr(cls, method_name, marked)
-
-
-def _mark_sync(cls, method_name: str, what: str) -> None:
-    import functools
-
-    method = cls.__dict__.get(method_name)
-    if method is None:
-        return
-
-    @functools.wraps(method)
-    def marked(*args, **kwargs):
-        t0 = time.time()
-        try:
-            return method(*args, **kwargs)
-        finally:
-            _agent_mark(what, t0)
+    if inspect.iscoroutinefunction(method):
+        @functools.wraps(method)
+        async def marked(*args, **kwargs):
+            t0 = time.time()
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                _agent_mark(what, t0)
+    else:
+        @functools.wraps(method)
+        def marked(*args, **kwargs):
+            t0 = time.time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                _agent_mark(what, t0)
 
     setattr(cls, method_name, marked)
 
 
 def _mark_agent_loop(module):
-    _mark_async(module.AgentLoopWorker, "_run_agent_loop", "session")
-    _mark_async(module.AgentLoopWorker, "_compute_score", "score")
+    _mark(module.AgentLoopWorker, "_run_agent_loop", "session")
+    _mark(module.AgentLoopWorker, "_compute_score", "score")
 
 
 def _mark_llm_client(module):
     for name in ("LLMServerClient", "FullyAsyncLLMServerClient"):
         if hasattr(module, name):
-            _mark_async(getattr(module, name), "generate", "client")
+            _mark(getattr(module, name), "generate", "client")
 
 
 def _mark_vllm_server(module):
-    _mark_async(module.vLLMHttpServer, "generate", "server")
+    _mark(module.vLLMHttpServer, "generate", "server")
 
 
 def _vllm_sampling(module):
@@ -258,7 +250,7 @@ def _vllm_sampling(module):
 def _mark_replay_buffer(module):
     for cls in vars(module).values():
         if isinstance(cls, type) and cls.__module__ == module.__name__ and "_wait_for_next_poll" in cls.__dict__:
-            _mark_sync(cls, "_wait_for_next_poll", "poll")
+            _mark(cls, "_wait_for_next_poll", "poll")
 
 
 _hooks = {}
