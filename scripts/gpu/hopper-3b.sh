@@ -43,17 +43,26 @@ python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" trainer.total_t
 python3 scripts/gpu/gpu_sampler.py "$O/gpu-samples.jsonl" --interval 0.25 &
 SAMPLER=$!
 stamp "start verl $R on $P, batch $BATCH"
-RLRECIPES_PHASE_MARKS="$O/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$O/agent-marks.jsonl" \
-  VERL_FILE_LOGGER_PATH="$O/metrics.jsonl" \
-  timeout 1260 python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" --work "$W/fit" --steps "$STEPS" \
-  --profile "$P" --weights-dtype bfloat16 --timeout 1200 "${OVR[@]}" > "$O/verl-fit.log" 2>&1
-stamp "end verl: exit $?"
-cp "$W/fit/fit-$R.json" "$O/" 2>/dev/null
-ray stop --force > /dev/null 2>&1; gpu_free
+# fit_run NAME OUT WORK STEPS LIMIT INNER [overrides...]: one verl launch through fit.py (killed after LIMIT s,
+# fit.py's own timeout INNER), its marks and metrics in OUT, then the card emptied and verl's rollout phase split
+fit_run() {
+  local name=$1 out=$2 work=$3 steps=$4 limit=$5 inner=$6; shift 6
+  RLRECIPES_PHASE_MARKS="$out/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$out/agent-marks.jsonl" \
+    VERL_FILE_LOGGER_PATH="$out/metrics.jsonl" \
+    timeout "$limit" python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" --work "$work" \
+    --steps "$steps" --profile "$P" --weights-dtype bfloat16 --timeout "$inner" "${OVR[@]}" "$@" \
+    > "$out/verl-fit.log" 2>&1
+  local rc=$?
+  stamp "end $name: exit $rc"
+  cp "$work/fit-$R.json" "$out/" 2>/dev/null
+  ray stop --force > /dev/null 2>&1; gpu_free
+  python3 scripts/gpu/agent_marks.py "$out/agent-marks.jsonl" "$out/phase-marks.jsonl" \
+    --samples "$O/gpu-samples.jsonl" --out "$out/gen-split.json" > /dev/null 2>&1
+  return "$rc"
+}
+fit_run verl "$O" "$W/fit" "$STEPS" 1260 1200
 python3 scripts/gpu/phase_peaks.py "$O/phase-marks.jsonl" "$O/gpu-samples.jsonl" --out "$O/phase-peaks.json" \
   > "$O/phase-peaks.txt" 2>&1
-python3 scripts/gpu/agent_marks.py "$O/agent-marks.jsonl" "$O/phase-marks.jsonl" --samples "$O/gpu-samples.jsonl" \
-  --out "$O/gen-split.json" > /dev/null 2>&1
 
 DATA="$W/assets/data/smoke-gsm8k/train.parquet"; MODEL="$W/assets/models/random-qwen2.5-3b"
 if [ "$ALONE" = 1 ]; then
@@ -71,16 +80,9 @@ if [ -f "$W/variant.args" ] && [ ! -f "$W/variant.skip" ]; then
   VAR=(); VENV=()  # "ENV:KEY=VALUE" lines set the variant's environment, the others are Hydra overrides
   for line in "${LINES[@]}"; do case "$line" in ENV:*) VENV+=("${line#ENV:}") ;; ?*) VAR+=("$line") ;; esac; done
   stamp "start verl variant ($VARIANT_STEPS step(s)): ${VENV[*]} ${VAR[*]}"
-  env "${VENV[@]}" RLRECIPES_PHASE_MARKS="$V/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$V/agent-marks.jsonl" \
-    VERL_FILE_LOGGER_PATH="$V/metrics.jsonl" \
-    timeout "${VARIANT_TIMEOUT:-720}" python3 scripts/gpu/fit.py "$R" --arch qwen2.5-3b --assets "$W/assets" \
-    --work "$W/fit-variant" --steps "$VARIANT_STEPS" --profile "$P" --weights-dtype bfloat16 \
-    --timeout "$(( ${VARIANT_TIMEOUT:-720} - 30 ))" "${OVR[@]}" "${VAR[@]}" > "$V/verl-fit.log" 2>&1
-  stamp "end verl variant: exit $?"
-  cp "$W/fit-variant/fit-$R.json" "$V/" 2>/dev/null
-  ray stop --force > /dev/null 2>&1; gpu_free
-  python3 scripts/gpu/agent_marks.py "$V/agent-marks.jsonl" "$V/phase-marks.jsonl" --samples "$O/gpu-samples.jsonl" \
-    --out "$V/gen-split.json" > /dev/null 2>&1
+  LIMIT=${VARIANT_TIMEOUT:-720}
+  ( for kv in "${VENV[@]}"; do export "${kv?}"; done
+    fit_run "verl variant" "$V" "$W/fit-variant" "$VARIANT_STEPS" "$LIMIT" $(( LIMIT - 30 )) "${VAR[@]}" )
 fi
 kill "$SAMPLER" 2>/dev/null
 touch "$O/DONE"
