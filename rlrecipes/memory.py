@@ -173,7 +173,7 @@ def _layer_activation_bytes(arch: Architecture, tokens: float, seq: int, batch: 
 FUSED_CHUNK_TOKENS = 512  # verl's FusedLinearForPPO chunk
 
 
-def _engine_v9_logits(tokens: int, vocab: int, nbytes: int, name: str, backward: bool, entropy: bool,
+def _engine_logits(tokens: int, vocab: int, nbytes: int, name: str, backward: bool, entropy: bool,
                       fused: bool) -> list[Term]:
     """The logits of one micro batch (`tokens` = micro x sequence) in verl >= 0.9's engine without
     flash-attn (padded, under bf16 autocast).
@@ -267,7 +267,7 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
 
     # verl's engine (verl/workers/engine/fsdp/transformer_impl.py) without flash-attn: rlrecipes pads there,
     # and the engine's padded branch runs under bf16 autocast
-    engine_v9 = run.image.spec.engine_logits and not flash_ce
+    engine_path = run.image.spec.engine_logits and not flash_ce
     fused = bool(run.get("actor_rollout_ref.model.use_fused_kernels", False))
 
     def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
@@ -276,8 +276,8 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
         softmax x logits over the response positions. Log-probs themselves are taken row by row
         (logprobs_from_logits_v2) or by flash-attn's Triton cross-entropy: no full-size copy."""
         nbytes = BYTES.get(dtype, 4)
-        if engine_v9:
-            return _engine_v9_logits(micro * seq, arch.vocab, nbytes, name, backward, entropy, fused)
+        if engine_path:
+            return _engine_logits(micro * seq, arch.vocab, nbytes, name, backward, entropy, fused)
         out = [Term(f"{name} logits", micro * seq * arch.vocab * nbytes)]
         if backward:
             out.append(Term(f"{name} logits gradient", micro * seq * arch.vocab * nbytes))
