@@ -244,10 +244,10 @@ def build_plan(run: ResolvedRun) -> Plan:
                                 resume_mode=run.get("trainer.resume_mode"), bytes_per_checkpoint=one,
                                 parts=ckpt, disk_needed_bytes=disk),
         memory=estimate_memory(run),
-        time=estimate_time(run.name, run.profile.name, run.recipe.model.hub_id, n_gpus,
+        time=estimate_time(run.name, run.profile.name, run.recipe.model.hub_id, run.get, n_gpus,
                            int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1), batch * n,
                            int(run.get("data.max_response_length")), total_steps),
-        memory_measured=measured_memory(run.name, run.profile.name),
+        memory_measured=measured_memory(run.name, run.profile.name, run.get),
         loggers=run.variables["LOGGER"],
         logs=str(run.log_dir),
         launch=f"bash recipes/{run.name}.sh" if run.profile.name == run.recipe.profile else

@@ -137,7 +137,7 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
                                 f"{hw.gpu_memory_gib:g} GiB (rlrecipes plan --memory for the terms)")
     if p.memory_measured:
         m = p.memory_measured
-        parts = "; ".join(f"{what}: {got:g} GiB (estimate {est:g})" for what, got, est in m.phases)
+        parts = "; ".join(f"{what}: {got:g} GiB (estimate {est:g})" for what, got, est, _ in m.phases)
         table.add_row("GPU memory, measured", f"at {m.settings}: {parts}; {m.measured_on} (record: {m.source})")
     time = p.time
     if time:

@@ -8,10 +8,15 @@ a step time measured on an H200 says nothing about a P40. Two kinds:
   and lengths by the number of generated tokens (the rollout dominates a GRPO/PPO step).
 - `rollout_tokens_per_s`: one vLLM engine's generation rate on one GPU; gives the rollout phase only
   (the lower bound of a step), responses assumed to run to the maximum length.
+
+A figure may also name config values it was measured with (`config`, e.g. verl's fused kernels on or
+off); it applies only to a run whose resolved config has the same values, so switching such an option back
+gives the figure measured that way, or none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -26,6 +31,7 @@ class Throughput:
     max_response_length: int
     measured_on: str
     source: str
+    config: tuple[tuple[str, object], ...] = ()  # config values it was measured with (see the module doc)
 
 
 @dataclass(frozen=True)
@@ -46,20 +52,35 @@ THROUGHPUTS: tuple[Throughput, ...] = (
     ),
     Throughput(
         profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora", model="Qwen2.5-3B",
-        kind="step_seconds", value=359.2, responses_per_step=640, max_response_length=1024,
-        measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200 (torch 2.11.0+cu130), this recipe on h200-141gb: "
-                    "Qwen2.5-3B architecture with random bf16 weights, LoRA r64, 128 prompts x 5, every response "
-                    "1024 tokens (ignore_eos); timing_s/step of step 2 (step 1: 414.3 s): rollout 52.4 s, old "
-                    "log-prob 65.6, reference 56.7, actor update 181.8, weight sync 1.8",
+        kind="step_seconds", value=63.96, responses_per_step=320, max_response_length=1024,
+        measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200 (torch 2.11.0+cu130), this recipe on h200-141gb with "
+                    "verl's fused kernels (torch backend) and vLLM's per-token detokenization off (the image's verl "
+                    "edit, verl PR #7679): Qwen2.5-3B architecture with random bf16 weights, LoRA r64, 64 prompts x "
+                    "5, every response 1024 tokens (ignore_eos); timing_s/step of step 2 of 2 (step 1: 89.5 s): "
+                    "rollout 18.2 s, old log-prob 9.2, reference 7.6, actor update 26.4, weight sync 2.1",
         source="docs/bench/gpu-hopper-3b.md",
+        config=(("actor_rollout_ref.model.use_fused_kernels", True),),
+    ),
+    Throughput(
+        profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora", model="Qwen2.5-3B",
+        kind="step_seconds", value=359.2, responses_per_step=640, max_response_length=1024,
+        measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200 (torch 2.11.0+cu130), this recipe on h200-141gb without "
+                    "fused kernels: Qwen2.5-3B architecture with random bf16 weights, LoRA r64, 128 prompts x 5, "
+                    "every response 1024 tokens (ignore_eos); timing_s/step of step 2 (step 1: 414.3 s): rollout "
+                    "52.4 s, old log-prob 65.6, reference 56.7, actor update 181.8, weight sync 1.8; at 64 x 5 "
+                    "three steps took 206.6, 180.4 and 176.3 s (this scaling says 179.6)",
+        source="docs/bench/gpu-hopper-3b.md",
+        config=(("actor_rollout_ref.model.use_fused_kernels", False),),
     ),
     Throughput(
         profiles=("h200-141gb-2gpu",), recipe=None, model="Qwen2.5-3B",
-        kind="rollout_tokens_per_s", value=12495.0, responses_per_step=640, max_response_length=1024,
+        kind="rollout_tokens_per_s", value=17980.0, responses_per_step=320, max_response_length=1024,
         measured_on="verl 0.9.1's rollout phase (timing_s/gen of step 2: vLLM 0.24.0 generating, then put to "
-                    "sleep) on ONE H200 (torch 2.11.0+cu130), the 3B GRPO-LoRA recipe on h200-141gb: Qwen2.5-3B "
-                    "architecture with random bf16 weights, LoRA r64, 128 prompts x 5, every response 1024 tokens: "
-                    "655,360 tokens in 52.4 s; nothing has run on two GPUs",
+                    "sleep) on ONE H200 (torch 2.11.0+cu130), the 3B GRPO-LoRA recipe on h200-141gb with vLLM's "
+                    "per-token detokenization off (the image's verl edit): Qwen2.5-3B architecture with random bf16 "
+                    "weights, LoRA r64, 64 prompts x 5, every response 1024 tokens: 327,680 tokens in 18.2 s "
+                    "(verl's 256 concurrent sequences were full for all but the last of them); nothing has run "
+                    "on two GPUs",
         source="docs/bench/gpu-hopper-3b.md",
     ),
 )
@@ -72,28 +93,56 @@ class MeasuredMemory:
     profiles: tuple[str, ...]
     recipe: str
     settings: str                  # the batch and lengths it was measured at
-    phases: tuple[tuple[str, float, float], ...]  # (what, measured GiB, estimated GiB for those settings)
+    # (what, measured GiB, estimated GiB for those settings, the planner phase the estimate is: rollout,
+    # log_prob, update_actor, or training = the larger of the two)
+    phases: tuple[tuple[str, float, float, str], ...]
     measured_on: str
     source: str
+    config: tuple[tuple[str, object], ...] = ()  # config values it was measured with
 
 
 MEASURED_MEMORY: tuple[MeasuredMemory, ...] = (
     MeasuredMemory(
         profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora",
-        settings="128 prompts x 5, every response 1024 tokens",
-        phases=(("rollout, whole GPU in use (NVML)", 99.8, 97.8),
-                ("training phases, trainer allocator peak (verl's actor/perf/max_memory_allocated_gb)", 82.2, 110.7),
-                ("training phases, trainer allocator reserved (actor/perf/max_memory_reserved_gb)", 103.9, 110.7)),
+        settings="64 prompts x 5, every response 1024 tokens, fused kernels",
+        phases=(("rollout, whole GPU in use (NVML)", 102.4, 97.8, "rollout"),
+                ("old log-probs, trainer allocator peak (RLRECIPES_PHASE_LOG)", 17.1, 17.1, "log_prob"),
+                ("actor update, trainer allocator peak (actor/perf/max_memory_allocated_gb)", 24.8, 26.2,
+                 "update_actor")),
+        measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200, Qwen2.5-3B architecture with random bf16 weights, "
+                    "2 steps with verl's fused kernels (torch backend), prompts of ~64 tokens; the rollout's "
+                    "whole-GPU peak is step 1's (step 2: 99.9 GiB): it also holds what the trainer process keeps "
+                    "between phases beyond its weights and optimizer (CUDA context, cached allocator blocks), "
+                    "which the estimate counts as 0.5 GiB",
+        source="docs/bench/gpu-hopper-3b.md",
+        config=(("actor_rollout_ref.model.use_fused_kernels", True),),
+    ),
+    MeasuredMemory(
+        profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora",
+        settings="128 prompts x 5, every response 1024 tokens, no fused kernels",
+        phases=(("rollout, whole GPU in use (NVML)", 99.8, 97.8, "rollout"),
+                ("training phases, trainer allocator peak (verl's actor/perf/max_memory_allocated_gb)", 82.2, 110.7,
+                 "training"),
+                ("training phases, trainer allocator reserved (actor/perf/max_memory_reserved_gb)", 103.9, 110.7,
+                 "training")),
         measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200, Qwen2.5-3B architecture with random bf16 weights, "
                     "2 steps, prompts of ~64 tokens; the estimate counts prompts at max_prompt_length (512): "
-                    "at the measured lengths it gives 82.4 GiB for the old log-probs",
+                    "at the measured lengths it gives 82.4 GiB for the old log-probs (82.2 measured again at "
+                    "64 x 5: micro batches of 32 either way)",
         source="docs/bench/gpu-hopper-3b.md",
+        config=(("actor_rollout_ref.model.use_fused_kernels", False),),
     ),
 )
 
 
-def measured_memory(recipe: str, profile: str) -> MeasuredMemory | None:
-    return next((m for m in MEASURED_MEMORY if profile in m.profiles and m.recipe == recipe), None)
+def _applies(config: tuple[tuple[str, object], ...], get: Callable[[str], object]) -> bool:
+    return all(get(key) == value for key, value in config)
+
+
+def measured_memory(recipe: str, profile: str, get: Callable[[str], object]) -> MeasuredMemory | None:
+    """What `recipe` was measured to use on `profile` with the settings `get` (a resolved config's lookup) has."""
+    return next((m for m in MEASURED_MEMORY if profile in m.profiles and m.recipe == recipe
+                 and _applies(m.config, get)), None)
 
 
 REFERENCE_ACCURACY: dict[str, ReferenceAccuracy] = {
@@ -115,11 +164,12 @@ def _model_size(hub_id: str) -> str:
     return hub_id.rstrip("/").rsplit("/", 1)[-1].removesuffix("-Instruct")
 
 
-def throughput_for(recipe: str, profile: str, hub_id: str) -> Throughput | None:
-    """The measured throughput that applies to `recipe` on `profile`: a step time of this very recipe first,
-    else a rollout rate measured with the recipe's model architecture on that profile's hardware."""
+def throughput_for(recipe: str, profile: str, hub_id: str, get: Callable[[str], object]) -> Throughput | None:
+    """The measured throughput that applies to `recipe` on `profile` with the settings `get` (a resolved
+    config's lookup) has: a step time of this very recipe first, else a rollout rate measured with the recipe's
+    model architecture on that profile's hardware."""
     model = _model_size(hub_id)
-    candidates = [t for t in THROUGHPUTS if profile in t.profiles and t.model == model]
+    candidates = [t for t in THROUGHPUTS if profile in t.profiles and t.model == model and _applies(t.config, get)]
     for kind in ("step_seconds", "rollout_tokens_per_s"):
         for t in candidates:
             if t.kind == kind and t.recipe in (None, recipe):
@@ -138,10 +188,11 @@ class TimeEstimate:
     source: str
 
 
-def estimate_time(recipe: str, profile: str, hub_id: str, n_gpus: int, tensor_parallel: int,
-                  responses_per_step: int, max_response_length: int, total_steps: int | None) -> TimeEstimate | None:
+def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], object], n_gpus: int,
+                  tensor_parallel: int, responses_per_step: int, max_response_length: int,
+                  total_steps: int | None) -> TimeEstimate | None:
     """Seconds per step and for the whole run from the measured throughput that applies, or None."""
-    t = throughput_for(recipe, profile, hub_id)
+    t = throughput_for(recipe, profile, hub_id, get)
     if t is None:
         return None
     tokens = responses_per_step * max_response_length
