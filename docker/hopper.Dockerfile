@@ -79,9 +79,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # verl 0.9.1 loads the critic with FlashAttention-2 whatever its config says (verl #5210, open), and this image
 # has no flash-attn: PPO would fail at start-up. Two anchored edits make it take the config's attention; the
 # build fails if an anchor does not match.
-COPY scripts/patch_verl_critic_attn.py /opt/rlrecipes/scripts/patch_verl_critic_attn.py
-RUN python /opt/rlrecipes/scripts/patch_verl_critic_attn.py \
-    && python /opt/rlrecipes/scripts/patch_verl_critic_attn.py --check
+COPY scripts/patch_verl_hopper.py /opt/rlrecipes/scripts/patch_verl_hopper.py
+RUN python /opt/rlrecipes/scripts/patch_verl_hopper.py \
+    && python /opt/rlrecipes/scripts/patch_verl_hopper.py --check
 
 # Optional FlashAttention-2 from verl's wheelhouse (see WITH_FLASH_ATTN above); --no-deps keeps the lock's torch.
 RUN --mount=type=cache,target=/root/.cache/pip \

@@ -9,9 +9,9 @@ every recipe with a critic (PPO) fails at start-up with "FlashAttention2 has bee
 be used". This rewrites both arguments to take the config's choice (flash_attention_2 stays the default
 when the config names none, as upstream).
 
-    python3 scripts/patch_verl_critic_attn.py            # patch the installed verl
-    python3 scripts/patch_verl_critic_attn.py --check    # exit 1 unless patched
-    python3 scripts/patch_verl_critic_attn.py --verl-root DIR
+    python3 scripts/patch_verl_hopper.py            # patch the installed verl
+    python3 scripts/patch_verl_hopper.py --check    # exit 1 unless patched
+    python3 scripts/patch_verl_hopper.py --verl-root DIR
 
 Exit codes: 0 ok, 1 anchor mismatch (or unpatched under --check), 2 no verl found. Stdlib only.
 """
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         path = verl_root(args.verl_root) / FILE
         text = path.read_text()
     except OSError as exc:
-        print(f"patch_verl_critic_attn: error: {exc}", file=sys.stderr)
+        print(f"patch_verl_hopper: error: {exc}", file=sys.stderr)
         return 2
     new, status = patch_text(text)
     if args.check:

@@ -1,4 +1,4 @@
-"""scripts/patch_verl_critic_attn.py against the real verl 0.9.1 (.venvs/verl-0.9.1, no flash-attn, CPU):
+"""scripts/patch_verl_hopper.py against the real verl 0.9.1 (.venvs/verl-0.9.1, no flash-attn, CPU):
 the released `load_valuehead_model` cannot load a critic without flash-attn even when the config asks for
 SDPA (verl #5210); the patched copy loads it with SDPA. The patch is idempotent, --check tells patched from
 unpatched, and a changed function fails with MISMATCH and writes nothing."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "patch_verl_critic_attn.py"
+SCRIPT = REPO / "scripts" / "patch_verl_hopper.py"
 
 LOAD = r"""
 import importlib.util, sys, tempfile, torch
