@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-"""Let verl 0.9.1's critic (value model) honour its attention setting instead of forcing FlashAttention-2.
+"""Anchored edits to verl 0.9.1 for the Hopper image (verl 0.9.1 + vLLM 0.24.0), applied at build time.
 
-`verl.utils.model.load_valuehead_model` passes `attn_implementation="flash_attention_2"` to both of its
-`from_pretrained` calls, although the caller's config already carries the attention chosen by
-`critic.model.override_config.attn_implementation` (upstream verl #5210, open; fix PRs #4292, #6495 not
-merged). Without flash-attn -- the Hopper image has none: no wheel exists for CUDA 13 + torch 2.11 --
-every recipe with a critic (PPO) fails at start-up with "FlashAttention2 has been toggled on, but it cannot
-be used". This rewrites both arguments to take the config's choice (flash_attention_2 stays the default
-when the config names none, as upstream).
+critic-attn (verl #5210, open; fix PRs #4292, #6495 not merged): `verl.utils.model.load_valuehead_model`
+passes `attn_implementation="flash_attention_2"` to both of its `from_pretrained` calls, although the
+caller's config already carries the attention chosen by `critic.model.override_config.attn_implementation`.
+Without flash-attn -- the Hopper image has none: no wheel exists for CUDA 13 + torch 2.11 -- every recipe
+with a critic (PPO) fails at start-up with "FlashAttention2 has been toggled on, but it cannot be used".
+The edit makes both arguments take the config's choice (flash_attention_2 stays the default when the
+config names none, as upstream).
+
+Each edit is data (`Edit` below): the file, the exact `def` line of the function it lands in (and of the
+class, for a method), the exact anchor text, its replacement and how many times the anchor must occur in
+that function. Every edit is checked before any file is written: one mismatch and nothing is written.
 
     python3 scripts/patch_verl_hopper.py            # patch the installed verl
-    python3 scripts/patch_verl_hopper.py --check    # exit 1 unless patched
+    python3 scripts/patch_verl_hopper.py --check    # exit 1 unless every edit is applied
     python3 scripts/patch_verl_hopper.py --verl-root DIR
 
+One line per edit: PATCHED (changed now), ALREADY (applied before), UNPATCHED (not applied: under --check,
+or because another edit mismatched) or MISMATCH (anchor not as expected), then the file and the edit's name.
 Exit codes: 0 ok, 1 anchor mismatch (or unpatched under --check), 2 no verl found. Stdlib only.
 """
 
@@ -21,16 +27,39 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-FILE = "utils/model.py"
-FUNCTION = "def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):\n"
-ANCHOR = 'attn_implementation="flash_attention_2",\n'
-PATCHED = ('attn_implementation=getattr(model_config, "_attn_implementation", None) or "flash_attention_2",'
-           "  # rlrecipes: verl #5210\n")
-SITES = 2
+PATCHED, ALREADY, UNPATCHED, MISMATCH = "PATCHED", "ALREADY", "UNPATCHED", "MISMATCH"
+
+
+@dataclass(frozen=True)
+class Edit:
+    name: str  # printed on its status line
+    file: str  # relative to the verl package directory
+    function: str  # the exact `def` line (with its indentation) of the function the edit lands in
+    anchor: str  # exact text, found `sites` times in that function, each replaced by `replacement`
+    replacement: str
+    sites: int
+    upstream: str  # the verl issue or pull request the edit follows
+    within: str = ""  # the exact `class` line when `function` is a method ("" for a module-level function)
+
+
+EDITS: tuple[Edit, ...] = (
+    Edit(
+        name="critic-attn",
+        file="utils/model.py",
+        function="def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):\n",
+        anchor='attn_implementation="flash_attention_2",\n',
+        replacement=('attn_implementation=getattr(model_config, "_attn_implementation", None) or "flash_attention_2",'
+                     "  # rlrecipes: verl #5210\n"),
+        sites=2,
+        upstream="verl #5210",
+    ),
+)
 
 
 def verl_root(explicit: str | None) -> Path:
@@ -42,44 +71,79 @@ def verl_root(explicit: str | None) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def patch_text(text: str) -> tuple[str, str]:
-    """(new text, status) where status is PATCHED, ALREADY or MISMATCH."""
-    start = text.find(FUNCTION)
-    if start < 0:
-        return text, "MISMATCH"
-    end = text.find("\ndef ", start + len(FUNCTION))
-    end = len(text) if end < 0 else end
+def block(text: str, head: str, start: int = 0, end: int | None = None) -> tuple[int, int] | None:
+    """(start, end) of the one definition whose first line is exactly `head` in text[start:end]: from that
+    line to the next `def`/`async def`/`class` indented no deeper than it. None unless `head` starts
+    exactly one line there."""
+    end = len(text) if end is None else end
+    found = [m.start() + 1 for m in re.finditer("\n" + re.escape(head), text[:end]) if m.start() >= start - 1]
+    if len(found) != 1:
+        return None
+    indent = len(head) - len(head.lstrip(" "))
+    nxt = re.compile(r"\n {0,%d}(?:async def |def |class )" % indent).search(text, found[0] + len(head), end)
+    return found[0], nxt.start() if nxt else end
+
+
+def apply(text: str, edit: Edit) -> tuple[str, str, str]:
+    """(new text, state, detail) of one edit: state UNPATCHED (new text has it applied), ALREADY or MISMATCH."""
+    scope = block(text, edit.within) if edit.within else (0, len(text))
+    span = block(text, edit.function, *scope) if scope else None
+    if span is None:
+        where = f"{edit.within.strip()} " if edit.within else ""
+        return text, MISMATCH, f"{where}{edit.function.strip()!r} not found exactly once"
+    start, end = span
     body = text[start:end]
-    if body.count(PATCHED) == SITES and ANCHOR not in body:
-        return text, "ALREADY"
-    if body.count(ANCHOR) != SITES:
-        return text, "MISMATCH"
-    return text[:start] + body.replace(ANCHOR, PATCHED) + text[end:], "PATCHED"
+    n_anchor, n_done = body.count(edit.anchor), body.count(edit.replacement)
+    if n_done == edit.sites and n_anchor == edit.sites * edit.replacement.count(edit.anchor):
+        return text, ALREADY, ""
+    if n_anchor == edit.sites and n_done == 0:
+        return text[:start] + body.replace(edit.anchor, edit.replacement) + text[end:], UNPATCHED, ""
+    return text, MISMATCH, f"anchor found {n_anchor} times, replacement {n_done} times (expected {edit.sites})"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".patch-")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, path.stat().st_mode)
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless patched")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless every edit is applied")
     parser.add_argument("--verl-root", help="the verl package directory (default: the importable verl)")
     args = parser.parse_args(argv)
+    texts: dict[Path, str] = {}
     try:
-        path = verl_root(args.verl_root) / FILE
-        text = path.read_text()
+        root = verl_root(args.verl_root)
+        for edit in EDITS:
+            path = root / edit.file
+            if path not in texts:
+                texts[path] = path.read_text()
     except OSError as exc:
         print(f"patch_verl_hopper: error: {exc}", file=sys.stderr)
         return 2
-    new, status = patch_text(text)
+    new = dict(texts)
+    states = []
+    for edit in EDITS:
+        path = root / edit.file
+        new[path], state, detail = apply(new[path], edit)
+        states.append((edit, path, state, detail))
+    mismatch = any(state == MISMATCH for _, _, state, _ in states)
+    write = not args.check and not mismatch
+    if write:
+        for path, text in new.items():
+            if text != texts[path]:
+                write_atomically(path, text)
+    for edit, path, state, detail in states:
+        shown = PATCHED if state == UNPATCHED and write else state
+        print(f"{shown} {path} {edit.name} ({edit.upstream})" + (f": {detail}" if detail else ""))
+    if mismatch and not args.check:
+        print("patch_verl_hopper: an anchor did not match; nothing written", file=sys.stderr)
     if args.check:
-        print(f"{'ALREADY' if status == 'ALREADY' else 'UNPATCHED' if status == 'PATCHED' else status} {path}")
-        return 0 if status == "ALREADY" else 1
-    if status == "PATCHED":
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".patch-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(new)
-        os.chmod(tmp, path.stat().st_mode)
-        os.replace(tmp, path)
-    print(f"{status} {path} load_valuehead_model")
-    return 1 if status == "MISMATCH" else 0
+        return 0 if all(state == ALREADY for _, _, state, _ in states) else 1
+    return 1 if mismatch else 0
 
 
 if __name__ == "__main__":
