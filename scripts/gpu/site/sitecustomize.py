@@ -23,9 +23,10 @@ RLRECIPES_AGENT_MARKS=/path/agent.jsonl
     batch ("poll"). scripts/gpu/agent_marks.py splits the rollout phase with them.
 RLRECIPES_VLLM_SAMPLING='{"detokenize": false}'
     verl >= 0.9: merge these keys into the sampling parameters of every request verl's vLLM server
-    builds (vLLMHttpServer.generate turns the dict into vllm.SamplingParams). An experiment switch, e.g.
-    to measure the rollout without vLLM's per-token detokenization (verl reads only token ids; verl
-    PR #7679 proposes the same), never a default.
+    builds (vLLMHttpServer.generate turns the dict into vllm.SamplingParams). An experiment switch: it
+    measured the rollout without vLLM's per-token detokenization (verl reads only token ids; verl
+    PR #7679), which the image now ships as an anchored edit (scripts/patch_verl_hopper.py, applied by
+    hopper-3b.sh too); `{"detokenize": true}` measures the rollout as verl releases it.
 """
 
 from __future__ import annotations
