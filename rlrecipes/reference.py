@@ -79,8 +79,9 @@ THROUGHPUTS: tuple[Throughput, ...] = (
                     "sleep) on ONE H200 (torch 2.11.0+cu130), the 3B GRPO-LoRA recipe on h200-141gb with vLLM's "
                     "per-token detokenization off (the image's verl edit): Qwen2.5-3B architecture with random bf16 "
                     "weights, LoRA r64, 64 prompts x 5, every response 1024 tokens: 327,680 tokens in 18.2 s "
-                    "(verl's 256 concurrent sequences were full for all but the last of them); nothing has run "
-                    "on two GPUs",
+                    "(the first 256 responses ran together, verl's max_num_seqs, the last 64 in a smaller second "
+                    "wave: at the shipped batch nearly every wave is full, so the rate there is if anything "
+                    "higher); nothing has run on two GPUs",
         source="docs/bench/gpu-hopper-3b.md",
     ),
 )
