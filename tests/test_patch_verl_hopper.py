@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -273,3 +274,172 @@ def test_changed_function_is_a_mismatch_and_nothing_is_written(tmp_path):
 def test_no_verl_is_exit_2(tmp_path):
     result = run("--verl-root", str(tmp_path / "nowhere"))
     assert result.returncode == 2 and "error" in result.stderr
+
+
+# In-process runs of main() and apply() (the tests above run the script as a program): the status lines'
+# details, the critic edit's ALREADY state and the scope rules, each pinned to what a user reads.
+def test_main_in_process_patches_then_reports_already_with_bare_status_lines(tmp_path, capsys):
+    root = fake_root(tmp_path)
+    assert patch.main(["--verl-root", str(root)]) == 0
+    first = capsys.readouterr()
+    assert first.out.splitlines() == [
+        f"PATCHED {root / MODEL} critic-attn (verl #5210)",
+        f"PATCHED {root / SERVER} rollout-skip-detokenize (verl PR #7679)",
+    ] and first.err == ""
+    patched = {rel: (root / rel).read_text() for rel in (MODEL, SERVER)}
+    assert patch.main(["--verl-root", str(root)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["ALREADY", "ALREADY"]
+    assert patch.main(["--verl-root", str(root), "--check"]) == 0
+    assert {rel: (root / rel).read_text() for rel in (MODEL, SERVER)} == patched
+
+
+def test_mismatch_details_name_the_counts_and_the_expected_sites(tmp_path, capsys):
+    model = FAKE_MODEL.replace('            attn_implementation="flash_attention_2",\n', "")  # one site of two left
+    server = FAKE_SERVER.replace("class vLLMHttpServer:", "class SGLangHttpServer:")
+    root = fake_root(tmp_path, model, server)
+    assert patch.main(["--verl-root", str(root)]) == 1
+    out = capsys.readouterr()
+    assert out.out.splitlines() == [
+        f"MISMATCH {root / MODEL} critic-attn (verl #5210): found anchor 1, replacement 0, marker 0 times in "
+        "'def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):' (expected 2 sites)",
+        f"MISMATCH {root / SERVER} rollout-skip-detokenize (verl PR #7679): class vLLMHttpServer: "
+        "'async def generate(' not found exactly once",
+    ]
+    assert out.err.strip() == "patch_verl_hopper: an anchor did not match; nothing written"
+    assert (root / MODEL).read_text() == model and (root / SERVER).read_text() == server
+
+
+def test_mismatch_detail_of_a_one_site_edit_is_singular():
+    server = FAKE_SERVER.replace(SAMPLING_LINE, SAMPLING_LINE * 2)
+    new, state, detail = patch.apply(server, EDITS["rollout-skip-detokenize"])
+    assert (new, state) == (server, "MISMATCH")
+    assert detail == "found anchor 2, replacement 0, marker 0 times in 'async def generate(' (expected 1 site)"
+
+
+def test_module_level_function_at_the_very_start_of_the_file_and_its_already_state():
+    text = FAKE_MODEL.replace("import torch\n\n\n", "")
+    assert text.startswith("def load_valuehead_model(")
+    new, state, detail = patch.apply(text, EDITS["critic-attn"])
+    assert (state, detail) == ("UNPATCHED", "") and new.count("# rlrecipes: verl #5210") == 2
+    assert patch.apply(new, EDITS["critic-attn"]) == (new, "ALREADY", "")
+
+
+def test_the_method_is_looked_up_inside_its_class_only():
+    # the same `async def generate(` line in another class after it: only vLLMHttpServer's is edited
+    other = FAKE_SERVER.replace("class vLLMHttpServer:", "class SGLangHttpServer:")
+    text = FAKE_SERVER + "\n\n" + other
+    new, state, _ = patch.apply(text, EDITS["rollout-skip-detokenize"])
+    assert state == "UNPATCHED"
+    assert new.count("# rlrecipes: verl PR #7679") == 1 and new.endswith(other)
+    assert new.index("# rlrecipes: verl PR #7679") < new.index("class SGLangHttpServer:")
+
+
+@pytest.mark.parametrize(("anchors", "done", "state"), [
+    (2, 0, "UNPATCHED"),
+    (0, 2, "ALREADY"),
+    (1, 0, "MISMATCH"),  # a site gone
+    (3, 0, "MISMATCH"),  # a site more
+    (1, 1, "MISMATCH"),  # half patched
+    (2, 1, "MISMATCH"),  # patched and an anchor still there
+    (0, 1, "MISMATCH"),
+    (0, 3, "MISMATCH"),
+])
+def test_state_of_counts_anchor_and_replacement_sites(anchors, done, state):
+    edit = EDITS["critic-attn"]  # 2 sites; its replacement does not contain its anchor
+    body = edit.function + "".join(f"    x = f({edit.anchor}    )\n" for _ in range(anchors)) + \
+        "".join(f"    y = g({edit.replacement}    )\n" for _ in range(done))
+    assert patch.state_of(body, edit) == state
+
+
+def test_state_of_a_stray_marker_is_a_mismatch():
+    edit = EDITS["critic-attn"]
+    body = edit.function + f"    x = f({edit.anchor}    )\n" * 2 + f"    pass  {edit.marker}\n"
+    assert patch.state_of(body, edit) == "MISMATCH"
+
+
+@pytest.mark.parametrize(("replacement", "sites", "ok"), [
+    ("x  # rlrecipes: verl #1\n", 1, True),
+    ("x  # rlrecipes: verl #1\n", 3, True),
+    ("x  # rlrecipes: verl #1\n", 0, False),
+    ("x  # verl #1\n", 1, False),  # no marker: a patched site could not be told from a changed one
+])
+def test_an_edit_must_carry_its_marker_at_one_site_or_more(replacement, sites, ok):
+    def make():
+        return patch.Edit(name="e", file="f.py", function="def f():\n", anchor="y\n", replacement=replacement,
+                          sites=sites, upstream="verl #1")
+    if ok:
+        assert make().marker == "# rlrecipes: verl #1"
+    else:
+        with pytest.raises(ValueError, match=r"edit e: its replacement must carry '# rlrecipes: verl #1', at >= 1 site"):
+            make()
+
+
+def test_a_module_level_function_not_found_is_named_without_a_class(tmp_path):
+    text = FAKE_MODEL.replace("def load_valuehead_model(", "def load_value_head_model(")
+    assert patch.apply(text, EDITS["critic-attn"]) == (
+        text, "MISMATCH",
+        "'def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):' not found exactly once")
+
+
+def test_check_in_process_writes_nothing_and_says_unpatched(tmp_path, capsys):
+    root = fake_root(tmp_path)
+    assert patch.main(["--verl-root", str(root), "--check"]) == 1
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["UNPATCHED", "UNPATCHED"]
+    assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == FAKE_SERVER
+
+
+def test_one_edit_mismatching_in_process_keeps_the_other_unwritten(tmp_path, capsys):
+    server = FAKE_SERVER.replace(SAMPLING_LINE, SAMPLING_LINE * 2)
+    root = fake_root(tmp_path, server=server)
+    assert patch.main(["--verl-root", str(root)]) == 1
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["UNPATCHED", "MISMATCH"]
+    assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == server
+
+
+def test_a_missing_verl_in_process_is_exit_2_naming_the_file(tmp_path, capsys):
+    assert patch.main(["--verl-root", str(tmp_path / "nowhere")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("patch_verl_hopper: error: ")
+    assert str(tmp_path / "nowhere" / MODEL) in out.err
+
+
+def test_verl_root_is_the_importable_verl_package(tmp_path, monkeypatch):
+    (tmp_path / "pkg" / "verl").mkdir(parents=True)
+    (tmp_path / "pkg" / "verl" / "__init__.py").write_text("")
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "verl.py").write_text("")  # a plain module named verl is not the package
+    monkeypatch.delitem(sys.modules, "verl", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    assert patch.verl_root(None) == tmp_path / "pkg" / "verl"
+    assert patch.verl_root(str(tmp_path / "x")) == tmp_path / "x"
+    monkeypatch.syspath_prepend(str(tmp_path / "mod"))
+    with pytest.raises(FileNotFoundError, match="^no verl package importable here$"):
+        patch.verl_root(None)
+    monkeypatch.setattr(patch.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="^no verl package importable here$"):
+        patch.verl_root(None)
+
+
+def test_write_atomically_renames_a_temp_file_beside_the_target_keeping_its_mode(tmp_path, monkeypatch):
+    target = tmp_path / "sub" / "f.py"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    target.chmod(0o640)
+    renames = []
+    real = os.replace
+    monkeypatch.setattr(patch.os, "replace", lambda src, dst: (renames.append((Path(src), Path(dst))), real(src, dst)))
+    patch.write_atomically(target, "new\n")
+    assert target.read_text() == "new\n" and (target.stat().st_mode & 0o777) == 0o640
+    [(src, dst)] = renames
+    assert dst == target and src.parent == target.parent and src.name.startswith(".patch-")
+    assert sorted(p.name for p in target.parent.iterdir()) == ["f.py"]
+
+
+def test_help_names_the_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        patch.main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Anchored edits to verl 0.9.1 for the Hopper image" in text
+    assert "change nothing; exit 1 unless every edit is applied" in text
+    assert "the verl package directory (default: the importable verl)" in text
