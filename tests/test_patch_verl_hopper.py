@@ -52,6 +52,13 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
 
 
+def run_main(capsys, *args: str) -> subprocess.CompletedProcess:
+    """The script's main() in this process (what mutation testing sees), as `run` reports a program."""
+    code = patch.main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess([str(SCRIPT), *args], code, out.out, out.err)
+
+
 def states(result: subprocess.CompletedProcess) -> dict[str, str]:
     """edit name -> the status its line printed (one line per edit, in EDITS order)."""
     lines = result.stdout.splitlines()
@@ -216,21 +223,21 @@ def test_the_stand_in_files_patch(tmp_path):
 
 
 @pytest.mark.parametrize("broken", ["generate", "critic"])
-def test_one_mismatch_writes_neither_file(tmp_path, broken):
+def test_one_mismatch_writes_neither_file(tmp_path, capsys, broken):
     model, server = FAKE_MODEL, FAKE_SERVER
     if broken == "generate":  # a changed SamplingParams(...) call: the anchor is gone
         server = server.replace(SAMPLING_LINE, SAMPLING_LINE.replace("max_tokens,", "max_tokens, n=1,"))
     else:  # one of the two critic sites is gone
         model = model.replace('            attn_implementation="flash_attention_2",\n', "")
     root = fake_root(tmp_path, model, server)
-    result = run("--verl-root", str(root))
+    result = run_main(capsys, "--verl-root", str(root))
     want = {"critic-attn": "MISMATCH" if broken == "critic" else "UNPATCHED",
             "rollout-skip-detokenize": "MISMATCH" if broken == "generate" else "UNPATCHED"}
     assert result.returncode == 1 and states(result) == want, result.stdout
     assert "nothing written" in result.stderr
     assert (root / MODEL).read_text() == model and (root / SERVER).read_text() == server
     assert sorted(p.name for p in root.rglob(".patch-*")) == []
-    assert run("--verl-root", str(root), "--check").returncode == 1
+    assert run_main(capsys, "--verl-root", str(root), "--check").returncode == 1
 
 
 @pytest.mark.parametrize(("server", "state"), [
@@ -262,34 +269,28 @@ def test_detokenize_anchor_is_the_line_in_vllm_http_server_generate(server, stat
         assert new == server
 
 
-def test_changed_function_is_a_mismatch_and_nothing_is_written(tmp_path):
+def test_changed_function_is_a_mismatch_and_nothing_is_written(tmp_path, capsys):
     text = ("def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):\n"
             '    return f(attn_implementation="flash_attention_2",\n)\n')
     root = fake_root(tmp_path, model=text)
-    result = run("--verl-root", str(root))
+    result = run_main(capsys, "--verl-root", str(root))
     assert result.returncode == 1 and states(result)["critic-attn"] == "MISMATCH"
     assert (root / MODEL).read_text() == text and (root / SERVER).read_text() == FAKE_SERVER
 
 
-def test_no_verl_is_exit_2(tmp_path):
-    result = run("--verl-root", str(tmp_path / "nowhere"))
-    assert result.returncode == 2 and "error" in result.stderr
-
-
-# In-process runs of main() and apply() (the tests above run the script as a program): the status lines'
-# details, the critic edit's ALREADY state and the scope rules, each pinned to what a user reads.
+# In-process runs of main() and apply() (test_the_stand_in_files_patch and the verl-marked tests run the script
+# as a program): the status lines' details, the critic edit's ALREADY state and the scope rules.
 def test_main_in_process_patches_then_reports_already_with_bare_status_lines(tmp_path, capsys):
     root = fake_root(tmp_path)
-    assert patch.main(["--verl-root", str(root)]) == 0
-    first = capsys.readouterr()
-    assert first.out.splitlines() == [
+    first = run_main(capsys, "--verl-root", str(root))
+    assert first.returncode == 0 and first.stdout.splitlines() == [
         f"PATCHED {root / MODEL} critic-attn (verl #5210)",
         f"PATCHED {root / SERVER} rollout-skip-detokenize (verl PR #7679)",
-    ] and first.err == ""
+    ] and first.stderr == ""
     patched = {rel: (root / rel).read_text() for rel in (MODEL, SERVER)}
-    assert patch.main(["--verl-root", str(root)]) == 0
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["ALREADY", "ALREADY"]
-    assert patch.main(["--verl-root", str(root), "--check"]) == 0
+    again = run_main(capsys, "--verl-root", str(root))
+    assert again.returncode == 0 and set(states(again).values()) == {"ALREADY"}
+    assert run_main(capsys, "--verl-root", str(root), "--check").returncode == 0
     assert {rel: (root / rel).read_text() for rel in (MODEL, SERVER)} == patched
 
 
@@ -297,15 +298,14 @@ def test_mismatch_details_name_the_counts_and_the_expected_sites(tmp_path, capsy
     model = FAKE_MODEL.replace('            attn_implementation="flash_attention_2",\n', "")  # one site of two left
     server = FAKE_SERVER.replace("class vLLMHttpServer:", "class SGLangHttpServer:")
     root = fake_root(tmp_path, model, server)
-    assert patch.main(["--verl-root", str(root)]) == 1
-    out = capsys.readouterr()
-    assert out.out.splitlines() == [
+    result = run_main(capsys, "--verl-root", str(root))
+    assert result.returncode == 1 and result.stdout.splitlines() == [
         f"MISMATCH {root / MODEL} critic-attn (verl #5210): found anchor 1, replacement 0, marker 0 times in "
         "'def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):' (expected 2 sites)",
         f"MISMATCH {root / SERVER} rollout-skip-detokenize (verl PR #7679): class vLLMHttpServer: "
         "'async def generate(' not found exactly once",
     ]
-    assert out.err.strip() == "patch_verl_hopper: an anchor did not match; nothing written"
+    assert result.stderr.strip() == "patch_verl_hopper: an anchor did not match; nothing written"
     assert (root / MODEL).read_text() == model and (root / SERVER).read_text() == server
 
 
@@ -383,24 +383,15 @@ def test_a_module_level_function_not_found_is_named_without_a_class(tmp_path):
 
 def test_check_in_process_writes_nothing_and_says_unpatched(tmp_path, capsys):
     root = fake_root(tmp_path)
-    assert patch.main(["--verl-root", str(root), "--check"]) == 1
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["UNPATCHED", "UNPATCHED"]
+    check = run_main(capsys, "--verl-root", str(root), "--check")
+    assert check.returncode == 1 and set(states(check).values()) == {"UNPATCHED"}
     assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == FAKE_SERVER
 
 
-def test_one_edit_mismatching_in_process_keeps_the_other_unwritten(tmp_path, capsys):
-    server = FAKE_SERVER.replace(SAMPLING_LINE, SAMPLING_LINE * 2)
-    root = fake_root(tmp_path, server=server)
-    assert patch.main(["--verl-root", str(root)]) == 1
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["UNPATCHED", "MISMATCH"]
-    assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == server
-
-
 def test_a_missing_verl_in_process_is_exit_2_naming_the_file(tmp_path, capsys):
-    assert patch.main(["--verl-root", str(tmp_path / "nowhere")]) == 2
-    out = capsys.readouterr()
-    assert out.out == "" and out.err.startswith("patch_verl_hopper: error: ")
-    assert str(tmp_path / "nowhere" / MODEL) in out.err
+    result = run_main(capsys, "--verl-root", str(tmp_path / "nowhere"))
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.startswith("patch_verl_hopper: error: ")
+    assert str(tmp_path / "nowhere" / MODEL) in result.stderr
 
 
 def test_verl_root_is_the_importable_verl_package(tmp_path, monkeypatch):
