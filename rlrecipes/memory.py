@@ -174,7 +174,7 @@ FUSED_CHUNK_TOKENS = 512  # verl's FusedLinearForPPO chunk
 
 
 def _engine_logits(tokens: int, vocab: int, nbytes: int, name: str, backward: bool, entropy: bool,
-                      fused: bool) -> list[Term]:
+                   fused: bool) -> list[Term]:
     """The logits of one micro batch (`tokens` = micro x sequence) in verl >= 0.9's engine without
     flash-attn (padded, under bf16 autocast).
 

@@ -3,10 +3,10 @@
 # machine's torch 2.11.0+cu130), started detached by hopper-start.sh (JOB=scripts/gpu/hopper-3b.sh):
 #   1. the plan's prediction for these settings (rlrecipes plan --json), written before the run;
 #   2. verl (with the image's edits, scripts/patch_verl_hopper.py): qwen2.5-3b-gsm8k-grpo-lora as shipped on
-#      profile h200-141gb (its real architecture, random bf16
-#      weights, LoRA r64/a32 all-linear, vLLM rollout with CUDA graphs), 3 steps at BATCH prompts x 5,
-#      ignore_eos (every response runs to 1024 tokens); per-phase GPU memory from NVML samples joined with
-#      verl's phase timers (scripts/gpu/site, gpu_sampler.py, phase_peaks.py);
+#      profile h200-141gb (its real architecture, random bf16 weights, LoRA r64/a32 all-linear, vLLM rollout
+#      with CUDA graphs), 3 steps at BATCH prompts x 5, ignore_eos (every response runs to 1024 tokens);
+#      per-phase GPU memory from NVML samples joined with verl's phase timers (scripts/gpu/site,
+#      gpu_sampler.py, phase_peaks.py);
 #      verl's rollout phase split by the agent-loop marks (scripts/gpu/agent_marks.py);
 #   3. standalone vLLM on the same model, prompts, batch and lengths with verl's engine arguments
 #      (max_num_seqs 256, verl's default): the rollout efficiency;
