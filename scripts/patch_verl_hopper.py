@@ -29,7 +29,8 @@ written: one mismatch and nothing is written; each changed file is then replaced
 
 One line per edit: PATCHED (changed now), ALREADY (applied before), UNPATCHED (not applied: under --check,
 or because another edit mismatched) or MISMATCH (anchor not as expected), then the file and the edit's name.
-Exit codes: 0 ok, 1 anchor mismatch (or unpatched under --check), 2 no verl found. Stdlib only.
+Exit codes: 0 ok, 1 anchor mismatch (or unpatched under --check), 2 no verl found (or --verl-root empty).
+Stdlib only.
 """
 
 from __future__ import annotations
@@ -95,7 +96,10 @@ EDITS: tuple[Edit, ...] = (
 
 
 def verl_root(explicit: str | None) -> Path:
-    if explicit:
+    # an empty value (`--verl-root "$DIR"` with DIR unset) is an error, not the installed verl
+    if explicit is not None:
+        if not explicit:
+            raise FileNotFoundError("--verl-root is empty")
         return Path(explicit)
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:

@@ -392,6 +392,8 @@ def test_a_missing_verl_in_process_is_exit_2_naming_the_file(tmp_path, capsys):
     result = run_main(capsys, "--verl-root", str(tmp_path / "nowhere"))
     assert result.returncode == 2 and result.stdout == "" and result.stderr.startswith("patch_verl_hopper: error: ")
     assert str(tmp_path / "nowhere" / MODEL) in result.stderr
+    empty = run_main(capsys, "--verl-root", "")  # not the importable verl: an unset variable is an error
+    assert (empty.returncode, empty.stdout, empty.stderr) == (2, "", "patch_verl_hopper: error: --verl-root is empty\n")
 
 
 def test_verl_root_is_the_importable_verl_package(tmp_path, monkeypatch):
