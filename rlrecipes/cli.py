@@ -99,6 +99,11 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "build a tiny random Qwen2 model, tokenizer and GSM8K-shaped data, offline",
         "rlrecipes smoke-assets --out /workspace/smoke",
     ),
+    "canary-assets": (
+        "rlrecipes.smoke.canary", "canary_assets",
+        "build the learning canary: chained-addition data and a small Qwen2 warm-started by SFT, offline",
+        "rlrecipes canary-assets --out /workspace/canary",
+    ),
     "smoke": (
         "rlrecipes.smoke.run", "smoke",
         "train the smoke recipes on this GPU, kill, resume, merge, and print a pass/fail table",

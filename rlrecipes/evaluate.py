@@ -257,14 +257,8 @@ def score_responses(responses: list[str], truths: list[str], data_sources: list[
     return summary, records
 
 
-def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None, max_new_tokens: int = 512,
-              batch_size: int = 8, device: str = "auto", dtype: str = "auto", out_file: Path | None = None) -> dict:
-    """Greedy generations on verl's GSM8K parquet (its chat prompts), scored with the training reward."""
+def _load_frame(parquet: str | Path, limit: int | None):
     import pandas as pd
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from rlrecipes.ui import progress_bar
 
     parquet = Path(parquet)
     if not parquet.is_file():
@@ -274,16 +268,23 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
     missing = [c for c in ("prompt", "reward_model", "data_source") if c not in frame.columns]
     if missing:
         raise RecipeError(f"not a verl GSM8K parquet: missing columns {missing}", where=str(parquet))
-    if limit is not None:
-        frame = frame.head(limit)
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    tokenizer.padding_side = "left"
+    return frame.head(limit) if limit is not None else frame
+
+
+def greedy_accuracy(model, tokenizer, parquet: str | Path, *, limit: int | None = None, max_new_tokens: int = 512,
+                    batch_size: int = 8, progress: bool = True) -> dict:
+    """Greedy generations of an in-memory model on verl's GSM8K parquet (its chat prompts, left-padded
+    batches), scored with the training reward; returns the summary ({"n", "accuracy", ...}) and, as
+    summary["records"], one record per problem."""
+    import torch
+
+    from rlrecipes.ui import progress_bar
+
+    frame = _load_frame(parquet, limit)
+    side, tokenizer.padding_side = tokenizer.padding_side, "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch_dtype).to(device).eval()
+    device = next(model.parameters()).device
 
     def render(messages) -> str:
         messages = [dict(m) for m in messages]
@@ -292,20 +293,41 @@ def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None,
         return "\n".join(m["content"] for m in messages) + "\n"
 
     responses: list[str] = []
-    started = time.monotonic()
-    with progress_bar(f"fast eval {Path(model_path).name}", total=len(frame)) as advance:
-        for start in range(0, len(frame), batch_size):
-            chunk = frame.iloc[start:start + batch_size]
-            prompts = [render(p) for p in chunk["prompt"]]
-            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False,
-                            return_token_type_ids=False).to(device)
-            with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id)
-            responses += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            advance(len(chunk))
+    try:
+        with progress_bar(f"greedy eval {Path(parquet).name}", total=len(frame), enabled=progress) as advance:
+            for start in range(0, len(frame), batch_size):
+                chunk = frame.iloc[start:start + batch_size]
+                prompts = [render(p) for p in chunk["prompt"]]
+                enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False,
+                                return_token_type_ids=False).to(device)
+                with torch.no_grad():
+                    out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                         pad_token_id=tokenizer.pad_token_id)
+                responses += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                advance(len(chunk))
+    finally:
+        tokenizer.padding_side = side
     summary, records = score_responses(responses, [rm["ground_truth"] for rm in frame["reward_model"]],
                                        list(frame["data_source"]))
+    return {**summary, "records": records}
+
+
+def fast_eval(model_path: str, parquet: str | Path, *, limit: int | None = None, max_new_tokens: int = 512,
+              batch_size: int = 8, device: str = "auto", dtype: str = "auto", out_file: Path | None = None) -> dict:
+    """Greedy generations on verl's GSM8K parquet (its chat prompts), scored with the training reward."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _load_frame(parquet, limit)  # a missing or malformed parquet fails before the model loads
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch_dtype).to(device).eval()
+    started = time.monotonic()
+    summary = greedy_accuracy(model, tokenizer, parquet, limit=limit, max_new_tokens=max_new_tokens,
+                              batch_size=batch_size)
+    records = summary.pop("records")
     if out_file is not None:
         atomic_write_text(out_file, "".join(json.dumps(r) + "\n" for r in records))
     return {"model": str(model_path), "parquet": str(parquet), **summary,
@@ -340,6 +362,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the fast in-repo eval on this verl GSM8K test parquet")
     parser.add_argument("--fast-limit", type=int, help="problems for the fast eval (default: all)")
     parser.add_argument("--max-new-tokens", type=int, default=512, help="fast eval generation length")
+    parser.add_argument("--fast-batch-size", type=int, default=8, help="fast eval prompts per generate call")
     parser.add_argument("--skip-lm-eval", action="store_true", help="run only the fast eval")
     parser.add_argument("--from-results", action="store_true",
                         help="MODEL and --baseline are lm-eval output dirs/results files: only print the table")
@@ -436,6 +459,7 @@ def evaluate(args: argparse.Namespace) -> int:
         for label, model in runs:
             summary["fast_eval"][label] = fast_eval(
                 model, args.fast_data, limit=args.fast_limit, max_new_tokens=args.max_new_tokens, dtype=dtype,
+                batch_size=args.fast_batch_size,
                 out_file=out / "fast_eval" / f"{label}.jsonl")
     summary["seconds"] = round(time.monotonic() - started, 1)
     write = not args.from_results or args.out is not None  # stored results: a summary only when asked

@@ -53,9 +53,9 @@ def stage(label: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def progress_bar(label: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A bar over `total` items; yields advance(n) (-q: shows nothing)."""
-    if VERBOSITY < 0:
+def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """A bar over `total` items; yields advance(n) (-q or enabled=False: shows nothing)."""
+    if VERBOSITY < 0 or not enabled:
         yield lambda n=1: None
         return
     console = _console()

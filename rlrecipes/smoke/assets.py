@@ -81,14 +81,19 @@ def synthetic_problems(n: int, seed: int) -> list[dict]:
     return rows
 
 
-def build_tokenizer(corpus: list[str], vocab_size: int = TOKENIZER_VOCAB, chat_template: str = CHAT_TEMPLATE):
+def build_tokenizer(corpus: list[str], vocab_size: int = TOKENIZER_VOCAB, chat_template: str = CHAT_TEMPLATE,
+                    individual_digits: bool = False):
     """A byte-level BPE tokenizer trained on `corpus`, with Qwen's chat special tokens and a chat template
-    (a transformers PreTrainedTokenizerFast; eos <|im_end|>, pad <|endoftext|>, as Qwen2.5-Instruct)."""
+    (a transformers PreTrainedTokenizerFast; eos <|im_end|>, pad <|endoftext|>, as Qwen2.5-Instruct).
+    individual_digits: every digit is a token of its own, as in Qwen2's tokenizer (a model then learns
+    arithmetic digit by digit instead of memorising a token for each number)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                         if individual_digits else byte_level)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -159,9 +164,9 @@ def _manifest(kind: str, **fields) -> dict:
     return {"kind": kind, "rlrecipes": __version__, **fields}
 
 
-def _read_manifest(directory: Path) -> dict | None:
+def _read_manifest(directory: Path, name: str = MANIFEST) -> dict | None:
     try:
-        return json.loads((directory / MANIFEST).read_text())
+        return json.loads((directory / name).read_text())
     except (OSError, ValueError):
         return None
 

@@ -1,0 +1,128 @@
+"""The learning canary's parts on the CPU: its problems, SFT examples, negative-control reward, the
+warm start's stop rule, and the HF-rollout position-ids defect the canary found (verl #1637 / #2344)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlrecipes.errors import RecipeError
+from rlrecipes.rewards.gsm8k import compute_score
+from rlrecipes.smoke import canary, shuffled_reward
+
+
+def test_chained_additions_are_gsm8k_shaped_and_right():
+    rows = canary.chained_additions(50, seed=7)
+    assert rows == canary.chained_additions(50, seed=7)
+    assert rows != canary.chained_additions(50, seed=8)
+    for row in rows:
+        numbers = [int(x) for x in row["question"].removeprefix("What is ").removesuffix("?").split(" + ")]
+        assert len(numbers) == 3 and all(10 <= x <= 99 for x in numbers)
+        total = sum(numbers)
+        assert row["answer"].endswith(f"\n#### {total}")
+        # the training reward pays the worked answer and nothing off by one
+        assert compute_score("openai/gsm8k", row["answer"], str(total)) == 1.0
+        assert compute_score("openai/gsm8k", row["answer"], str(total + 1)) == 0.0
+    with pytest.raises(RecipeError, match="at least 2 terms"):
+        canary.chained_additions(1, seed=0, terms=1)
+
+
+def test_shuffled_reward_pays_at_its_rate_regardless_of_the_answer():
+    rows = canary.chained_additions(4000, seed=3)
+    right = [shuffled_reward.compute_score("openai/gsm8k", r["answer"], r["answer"].rsplit(" ", 1)[-1]) for r in rows]
+    # the same texts scored against a wrong truth earn exactly the same: the answer plays no part
+    wrong = [shuffled_reward.compute_score("openai/gsm8k", r["answer"], "-1") for r in rows]
+    assert right == wrong
+    assert abs(sum(right) / len(right) - shuffled_reward.RATE) < 0.03
+    assert set(right) == {0.0, 1.0}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from rlrecipes.smoke.assets import build_tokenizer
+
+    corpus = [r["question"] + "\n" + r["answer"] for r in canary.chained_additions(200, 99)]
+    return build_tokenizer(corpus, 512, individual_digits=True)
+
+
+def test_tokenizer_splits_digits_one_by_one(tokenizer):
+    pieces = tokenizer.tokenize("17 + 21 = <<17+21=38>>38")
+    assert [p for p in pieces if any(c.isdigit() for c in p)] == list("17") + list("21") + list("1721") + list("38") + list("38")
+
+
+def test_sft_examples_train_on_the_answer_only(tokenizer):
+    row = canary.chained_additions(1, seed=0)[0]
+    (example,) = canary.sft_examples(tokenizer, [row])
+    labels, ids = example["labels"], example["input_ids"]
+    n_prompt = labels.count(-100)
+    assert labels[:n_prompt] == [-100] * n_prompt and -100 not in labels[n_prompt:]
+    assert tokenizer.decode(ids[:n_prompt]).endswith("<|im_start|>assistant\n")
+    assert tokenizer.decode(labels[n_prompt:]) == row["answer"] + "<|im_end|>"
+
+
+def test_build_canary_writes_data_model_and_start_accuracy(tmp_path):
+    manifest = canary.build_canary(tmp_path, train_rows=16, test_rows=8, sft_rows=64, band=(0.0, 1.0), batch_size=8,
+                                   max_steps=4, eval_every=2, dev_rows=8, log=lambda *_: None)
+    model = tmp_path / "models" / canary.CANARY_MODEL_DIR
+    assert json.loads((model / canary.MANIFEST).read_text()) == manifest
+    assert manifest["sft"]["steps"] == 2 and manifest["start"]["n"] == 8
+    assert 0.0 <= manifest["start"]["accuracy"] <= 1.0
+    import pandas as pd
+
+    data = tmp_path / "data" / canary.CANARY_DATA_DIR
+    assert [len(pd.read_parquet(data / f"{s}.parquet")) for s in ("train", "test", "dev")] == [16, 8, 8]
+    # unchanged settings: reused, not rebuilt
+    again = canary.build_canary(tmp_path, train_rows=16, test_rows=8, sft_rows=64, band=(0.0, 1.0), batch_size=8,
+                                max_steps=4, eval_every=2, dev_rows=8, log=lambda *_: None)
+    assert again == manifest
+
+
+def test_warm_start_that_never_reaches_the_band_is_an_error_and_leaves_no_model(tmp_path):
+    with pytest.raises(RecipeError, match="below the start band"):
+        canary.build_canary(tmp_path, train_rows=8, test_rows=8, sft_rows=32, band=(0.99, 1.0), batch_size=8,
+                            max_steps=2, eval_every=2, dev_rows=8, log=lambda *_: None)
+    assert not (tmp_path / "models" / canary.CANARY_MODEL_DIR).exists()
+
+
+@pytest.mark.parametrize("band", [(0.5, 0.4), (-0.1, 0.5), (0.1, 1.5)])
+def test_bad_band_is_refused_before_anything_is_written(tmp_path, band):
+    with pytest.raises(RecipeError, match="start band"):
+        canary.build_canary(tmp_path / "out", band=band)
+    assert not (tmp_path / "out").exists()
+
+
+def test_generate_with_given_position_ids_pins_new_tokens_to_the_last_prompt_position():
+    """The call verl 0.5.0's HF rollout makes (left-padded prompts, position_ids from the mask, cache on,
+    generate() of the transformers its image pins): every generated token is fed to the model at the last
+    prompt position; without position_ids generate() derives them from the mask and they advance. This is
+    what scripts/patch_verl_p40.py's rollout-position-ids edit removes; on a GPU the pinned rollout wrote
+    "1777777..." and scored 0 (docs/bench/gpu-canary.md)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                         pad_token_id=0, eos_token_id=63)).eval()
+    seen: list[list[list[int]]] = []
+    inner = model.model.forward
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["position_ids"].tolist())
+        return inner(*args, **kwargs)
+
+    model.model.forward = recording
+    ids = torch.tensor([[0, 0, 0, 11, 12, 13], [5, 6, 7, 8, 9, 10]])  # left-padded, as verl's batches
+    mask = (ids != 0).long()
+    positions = torch.clamp(mask.cumsum(-1) - 1, min=0)  # verl's compute_position_id_with_mask
+    kwargs = dict(attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0, eos_token_id=None,
+                  use_cache=True)
+    with torch.no_grad():
+        model.generate(ids, position_ids=positions, **kwargs)
+        pinned, seen[:] = list(seen), []
+        model.generate(ids, **kwargs)
+    assert pinned[0] == positions.tolist()
+    assert pinned[1:] == [[[2], [5]]] * 3  # every new token at the last prompt position
+    assert seen[0][0][3:] == [0, 1, 2] and seen[0][1] == [0, 1, 2, 3, 4, 5]
+    assert seen[1:] == [[[3], [6]], [[4], [7]], [[5], [8]]]  # derived from the mask: they advance
