@@ -152,6 +152,18 @@ SITES: tuple[Site, ...] = (
         f"                # {MARK}: the trainer already repeated the batch n times (verl #2881)\n"
         '                "num_return_sequences": 1,\n',
     ),
+    Site(
+        "workers/rollout/hf_rollout.py", "rollout-position-ids",
+        "generate(position_ids=...) (verl #1637) pins every new token to the last prompt position: transformers"
+        " slices the given ids and never extends them, so the rollout samples garbage (verl #2344)",
+        "                attention_mask=attention_mask,\n"
+        "                position_ids=position_ids,\n"
+        "                do_sample=do_sample,\n",
+        "                attention_mask=attention_mask,\n"
+        f"                # {MARK}: no position_ids: generate() derives them from the left-padded mask at every\n"
+        "                # step; given ones are never extended, so each new token got the last prompt position\n"
+        "                do_sample=do_sample,\n",
+    ),
 )
 
 PATCHED, ALREADY, TODO, MISMATCH = "PATCHED", "ALREADY", "UNPATCHED", "MISMATCH"

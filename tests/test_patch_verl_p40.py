@@ -268,7 +268,7 @@ def test_skip_leaves_one_site_and_a_later_run_patches_only_it(verl_copy):
     states = site_lines(second.stdout)
     assert states.pop("critic-attn-implementation") == "PATCHED"
     assert set(states.values()) == {"ALREADY"}
-    assert "1 site(s) patched in 1 file(s); 10 already patched" in second.stdout
+    assert "1 site(s) patched in 1 file(s); 11 already patched" in second.stdout
 
 
 def test_skip_rejects_unknown_site_names(tmp_path):
