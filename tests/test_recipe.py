@@ -17,7 +17,8 @@ from rlrecipes.recipe import list_profiles, list_recipes, load_recipe, resolve
 from support.require import linter
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED = ["qwen2.5-0.5b-gsm8k-ppo", "qwen2.5-3b-gsm8k-grpo-lora", "smoke-grpo-lora", "smoke-ppo"]
+SHIPPED = ["canary-grpo-lora", "canary-ppo", "qwen2.5-0.5b-gsm8k-ppo", "qwen2.5-3b-gsm8k-grpo-lora", "smoke-grpo-lora",
+           "smoke-ppo"]
 ENV = {"WANDB_API_KEY": ""}
 
 
