@@ -174,7 +174,8 @@ def _accuracy(data: Any, where: str) -> AccuracyExpect | NotMeasured:
     cites = tuple(_typed(data.get("cites") or [], list, f"{where}.cites"))
     for index, key in enumerate(cites):
         if not isinstance(reference.record(str(key)), reference.ReferenceAccuracy):
-            raise RecipeError(f"no accuracy record named {key!r} in rlrecipes/reference.py", where=f"{where}.cites[{index}]",
+            raise RecipeError(f"no accuracy record named {key!r} in rlrecipes/reference.py",
+                              where=f"{where}.cites[{index}]",
                               hint=f"known: {', '.join(reference.ACCURACY_RECORDS)}")
     return AccuracyExpect(source=source, metric=metric, before=before, after=after, gain_min=gain,
                           min_problems=problems, cites=tuple(map(str, cites)))
@@ -378,13 +379,15 @@ def _accuracy_checks(exp: AccuracyExpect, run, summary: dict | None) -> list[Che
     values: dict[str, float | None] = {"before": None, "after": None}
     if exp.source == "log":
         xs, ys = run.series(exp.metric)
+        start = _at_step(xs, ys, exp.before.step) if exp.before is not None else None
         for label, band in (("before", exp.before), ("after", exp.after)):
             if band is None:
                 continue
             name, metric = f"accuracy {label} training", exp.metric
             found = _at_step(xs, ys, band.step)
-            if found is None or (label == "after" and exp.before is not None and found[0] ==
-                                 (_at_step(xs, ys, exp.before.step) or (None,))[0]):
+            # "after" at the very step "before" read (one validation logged) says nothing about training
+            same = label == "after" and found is not None and start is not None and found[0] == start[0]
+            if found is None or same:
                 why = (f"{exp.metric} not logged" if not xs else
                        f"logged at steps {xs[0]}..{xs[-1]}, not at step {band.step}" if found is None else
                        f"only one validation logged (step {found[0]})")
@@ -402,7 +405,8 @@ def _accuracy_checks(exp: AccuracyExpect, run, summary: dict | None) -> list[Che
             name, metric = f"held-out accuracy {label} training", f"eval fast_eval.{model}.{exp.metric}"
             entry = fast.get(model)
             if summary is None or not isinstance(entry, dict) or not isinstance(entry.get(exp.metric), (int, float)):
-                why = "no eval summary (--eval DIR)" if summary is None else f"the eval summary has no {model} fast eval"
+                why = ("no eval summary (--eval DIR)" if summary is None
+                       else f"the eval summary has no {model} fast eval")
                 checks.append(Check(name, metric, _band_text(band), "-", NOT_MEASURED, why))
                 continue
             value = float(entry[exp.metric])
@@ -456,7 +460,8 @@ def _bound_checks(bounds: tuple[Bound, ...], run) -> list[Check]:
                 continue
             worst = min(range(len(ys)), key=lambda i: ys[i] if side == "min" else -ys[i])
             ok = ys[worst] >= limit if side == "min" else ys[worst] <= limit
-            checks.append(Check(name, bound.metric, expected, f"{ys[worst]:.4g} at step {xs[worst]} (worst of {len(xs)})",
+            checks.append(Check(name, bound.metric, expected,
+                                f"{ys[worst]:.4g} at step {xs[worst]} (worst of {len(xs)})",
                                 MET if ok else MISSED))
     return checks
 

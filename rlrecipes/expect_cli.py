@@ -19,7 +19,8 @@ def expect_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the run's log directory (LOG_DIR/<recipe>: metrics-*.jsonl and/or console-*.log)")
     parser.add_argument("--log", action="append", default=[], metavar="FILE",
                         help="a metrics file (metrics-<stamp>.jsonl or console-<stamp>.log); repeatable")
-    parser.add_argument("--recipe", required=True, help="the recipe the run trained (its expect: block is the contract)")
+    parser.add_argument("--recipe", required=True,
+                        help="the recipe the run trained (its expect: block is the contract)")
     parser.add_argument("--profile", required=True, help="the profile it ran on (s/step and memory are per profile)")
     parser.add_argument("--eval", metavar="DIR", help="output directory of `rlrecipes eval` (held-out accuracy, "
                                                       "the merged model's score)")

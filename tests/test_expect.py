@@ -399,3 +399,54 @@ def test_canary_style_contract_without_eval_is_not_measured(home, capsys, tmp_pa
     eval_checks = [c for c in result["checks"] if "eval" in c["metric"]]
     assert len(eval_checks) == 3 and all(c["status"] == NOT_MEASURED for c in eval_checks)
     assert all("no eval summary" in c["detail"] for c in eval_checks)
+
+
+# ------------------------------------------------------------------------------------ judge(), edge cases
+def judged(steps: dict[int, dict[str, float]], profile: str = "a100-80gb"):
+    from rlrecipes.expect import judge
+    from rlrecipes.recipe import resolve
+    from rlrecipes.report.metrics import Launch, combine
+
+    run = combine([Launch(Path(f"/logs/{GRPO}/metrics-1.jsonl"), "jsonl", "1", steps)])
+    result = judge(load_recipe(GRPO).expect, GRPO, profile, run, settings=resolve(GRPO, profile, env={}))
+    return {c.name + " " + c.metric: c for c in result.checks}, result
+
+
+def test_one_validation_only_is_not_an_after_accuracy():
+    checks, result = judged({0: {ACC: 0.56}, 1: {"critic/score/mean": 0.5}})
+    after = checks[f"accuracy after training {ACC}"]
+    assert (after.status, after.detail) == (NOT_MEASURED, "only one validation logged (step 0)")
+    assert checks[f"accuracy gain (after - before) {ACC}"].status == NOT_MEASURED
+    reward = checks["training reward rises (mean of last 3 - first 3 steps) critic/score/mean"]
+    assert (reward.status, reward.detail) == (NOT_MEASURED, "1 step(s) logged it; needs 6")
+    assert result.exit_code == 0  # nothing measured was missed
+
+
+def test_rollout_steps_without_response_tokens_are_left_out():
+    diff = "training/rollout_probs_diff_mean"
+    steps = {1: {diff: 0.001, "training/rollout_probs_diff_valid": 1.0},
+             2: {diff: 0.5, "training/rollout_probs_diff_valid": 0.0},   # no tokens: verl logs a placeholder
+             3: {diff: 0.002, "training/rollout_probs_diff_valid": 1.0}}
+    checks, _ = judged(steps)
+    check = checks[f"rollout vs trainer (every step) {diff}"]
+    assert (check.status, check.value) == (MET, "0.002 at step 3 (worst of 2)")
+    steps[2]["training/rollout_probs_diff_valid"] = 1.0
+    checks, result = judged(steps)
+    assert checks[f"rollout vs trainer (every step) {diff}"].status == MISSED and result.exit_code == 1
+
+
+def test_a_ref_measured_with_other_config_values_does_not_apply():
+    from rlrecipes.expect import _figure_value
+
+    figure = load_recipe(GRPO).expect.profiles["h200-141gb"].seconds_per_step
+    settings = {"actor_rollout_ref.model.use_fused_kernels": False, "data.train_batch_size": 64,
+                "actor_rollout_ref.rollout.n": 5, "data.max_response_length": 1024}
+
+    class Settings:
+        get = staticmethod(settings.get)
+
+    value, why = _figure_value(figure, Settings)
+    assert value is None and "actor_rollout_ref.model.use_fused_kernels=True" in why
+    settings["actor_rollout_ref.model.use_fused_kernels"] = True
+    value, why = _figure_value(figure, Settings)
+    assert value == pytest.approx(63.96) and "scaled" not in why  # measured at exactly these settings
