@@ -12,15 +12,17 @@ than repeating its number, or names the measured record under docs/bench/ that a
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlrecipes import reference
+from rlrecipes import reference, rollout_sync
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError
 from rlrecipes.paths import repo_root
 from rlrecipes.recipe import _strict, _typed
+from rlrecipes.verl.logs import REWARD_KEYS
 
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
 STEP_TIME = "timing_s/step"
@@ -30,6 +32,11 @@ EVAL_METRICS = ("accuracy", "flexible_accuracy")
 EVAL_BEFORE, EVAL_AFTER = "baseline", "trained"  # the labels of the two models in an eval summary
 # training/rollout_probs_diff_* are averages over response tokens; a batch without any logs valid=0
 _ROLLOUT_VALID = "training/rollout_probs_diff_valid"
+# A misspelled metric would read as "not measured" and pass, so a contract names only metrics verl logs:
+VALIDATION_PREFIXES = ("val-core/", "val-aux/", "val/")  # verl's validation metrics (0.5.0: val/test_score/)
+MEMORY_METRICS = tuple(f"{actor}perf/max_memory_{kind}_gb" for actor in ("", "actor/")  # 0.5.0: no actor/
+                       for kind in ("allocated", "reserved"))
+ROLLOUT_CORR_PREFIX = "rollout_corr/"  # verl >= 0.9's rollout-correction metrics (docs/bench/gpu-hopper.md)
 
 
 # ------------------------------------------------------------------------------------------ the contract
@@ -114,6 +121,17 @@ def _text(value: Any, where: str) -> str:
     return value.strip()
 
 
+def _metric(value: Any, where: str, known: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()) -> str:
+    """A metric name verl logs: one of `known`, or under one of `prefixes`."""
+    name = _text(value, where)
+    if name in known or any(name.startswith(prefix) and name != prefix for prefix in prefixes):
+        return name
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    hint = (f"did you mean {', '.join(close)}?" if close else
+            "known: " + ", ".join([*known, *(f"{prefix}..." for prefix in prefixes)]))
+    raise RecipeError(f"{name!r} is not a metric verl logs here", where=where, hint=hint)
+
+
 def _not_measured(data: Any, where: str) -> NotMeasured | None:
     """`{not_measured: "why"}`: the figure is deliberately not checked, and the contract says why."""
     if isinstance(data, dict) and "not_measured" in data:
@@ -152,10 +170,11 @@ def _accuracy(data: Any, where: str) -> AccuracyExpect | NotMeasured:
         raise RecipeError(f"{source!r} is not one of log, eval", where=f"{where}.source",
                           hint="log: verl's validation metric in the training log; eval: `rlrecipes eval`'s "
                                "summary (--eval DIR)")
-    metric = _text(data["metric"], f"{where}.metric")
-    if source == "eval" and metric not in EVAL_METRICS:
-        raise RecipeError(f"{metric!r} is not one of {', '.join(EVAL_METRICS)} (what an eval summary holds)",
+    if source == "eval" and data["metric"] not in EVAL_METRICS:
+        raise RecipeError(f"{data['metric']!r} is not one of {', '.join(EVAL_METRICS)} (what an eval summary holds)",
                           where=f"{where}.metric")
+    metric = (data["metric"] if source == "eval" else
+              _metric(data["metric"], f"{where}.metric", prefixes=VALIDATION_PREFIXES))
     before = _band(data["before"], f"{where}.before", source) if "before" in data else None
     after = _band(data["after"], f"{where}.after", source) if "after" in data else None
     gain = _number(data["gain_min"], f"{where}.gain_min") if "gain_min" in data else None
@@ -189,7 +208,7 @@ def _reward(data: Any, where: str) -> RewardExpect | NotMeasured:
     window = _typed(data["window"], int, f"{where}.window")
     if window < 1:
         raise RecipeError(f"window must be >= 1, got {window}", where=f"{where}.window")
-    return RewardExpect(metric=_text(data["metric"], f"{where}.metric"), window=window,
+    return RewardExpect(metric=_metric(data["metric"], f"{where}.metric", REWARD_KEYS), window=window,
                         rise_min=_number(data["rise_min"], f"{where}.rise_min"))
 
 
@@ -203,6 +222,11 @@ def _agreement(data: Any, where: str) -> tuple[Bound, ...] | NotMeasured:
     bounds = []
     for metric, bound in data.items():
         at = f"{where}.{metric}"
+        if metric not in rollout_sync.METRICS and not str(metric).startswith(ROLLOUT_CORR_PREFIX):
+            close = difflib.get_close_matches(str(metric), list(rollout_sync.METRICS), n=3, cutoff=0.6)
+            raise RecipeError(f"unknown key '{metric}': not a rollout-vs-trainer metric verl logs", where=at,
+                              hint=f"did you mean {', '.join(close)}?" if close else
+                              f"known: {', '.join(rollout_sync.METRICS)}, {ROLLOUT_CORR_PREFIX}...")
         _strict(bound, {"min": False, "max": False}, at)
         if not bound:
             raise RecipeError("a bound needs min, max or both", where=at)
@@ -219,7 +243,8 @@ def _merged(data: Any, where: str) -> MergedExpect:
     tolerance = _number(data["tolerance"], f"{where}.tolerance")
     if tolerance < 0:
         raise RecipeError(f"tolerance must be >= 0, got {tolerance}", where=f"{where}.tolerance")
-    return MergedExpect(metric=_text(data["metric"], f"{where}.metric"), eval_metric=eval_metric, tolerance=tolerance)
+    return MergedExpect(metric=_metric(data["metric"], f"{where}.metric", prefixes=VALIDATION_PREFIXES),
+                        eval_metric=eval_metric, tolerance=tolerance)
 
 
 def _check_source(source: str, where: str) -> str:
@@ -243,7 +268,7 @@ def _figure(data: Any, where: str, kind: str) -> Figure | NotMeasured:
     tolerance = _number(data["tolerance"], f"{where}.tolerance")
     if tolerance < 0:
         raise RecipeError(f"tolerance must be >= 0, got {tolerance}", where=f"{where}.tolerance")
-    metric = _text(data["metric"], f"{where}.metric") if kind == "memory" else STEP_TIME
+    metric = _metric(data["metric"], f"{where}.metric", MEMORY_METRICS) if kind == "memory" else STEP_TIME
     if ("value" in data) == ("ref" in data):
         raise RecipeError("give value (with source) or ref, one of the two", where=where)
     if "ref" in data:

@@ -264,7 +264,17 @@ def _set(path: str, value):
 
 
 A100 = "expect.profiles.a100-80gb"
+MEM = "actor/perf/max_memory_allocated_gb"
 SCHEMA = [
+    # a misspelled metric would be "not measured" and pass: each names a metric verl logs
+    ("expect.reward.metric", "critic/scores/mean", "expect.reward.metric", "did you mean critic/score/mean"),
+    ("expect.accuracy.metric", "gsm8k/acc", "expect.accuracy.metric", "'gsm8k/acc' is not a metric verl logs"),
+    ("expect.rollout_agreement.training/rollout_actor_probs_pearsn_corr", {"min": 0.9},
+     "expect.rollout_agreement.training/rollout_actor_probs_pearsn_corr",
+     "did you mean training/rollout_actor_probs_pearson_corr"),
+    ("expect.rollout_agreement.rollout_corr/kl", {"max": 1.0}, "expect.accuracy", None),  # verl 0.9's, valid
+    (f"{A100}.peak_memory_gib", {"value": 60, "tolerance": 0.1, "metric": "actor/max_memory_gb", "source": "x"},
+     f"{A100}.peak_memory_gib.metric", "is not a metric verl logs"),
     ("expect", KeyError, "", "missing required key 'expect'"),
     ("expect", None, "expect", "the expect: block is empty"),
     ("expect.accurcy", {}, "expect.accurcy", "did you mean accuracy"),
@@ -290,9 +300,9 @@ SCHEMA = [
      "expected a non-empty string"),
     (f"{A100}.peak_memory_gib", {"not_measured": "x", "value": 3}, f"{A100}.peak_memory_gib.value",
      "unknown key 'value'"),
-    (f"{A100}.peak_memory_gib", {"value": 60, "tolerance": 0.1, "metric": "m"}, f"{A100}.peak_memory_gib",
+    (f"{A100}.peak_memory_gib", {"value": 60, "tolerance": 0.1, "metric": MEM}, f"{A100}.peak_memory_gib",
      "missing required key 'source'"),
-    (f"{A100}.peak_memory_gib", {"value": 60, "tolerance": 0.1, "metric": "m", "source": "docs/hardware.md"},
+    (f"{A100}.peak_memory_gib", {"value": 60, "tolerance": 0.1, "metric": MEM, "source": "docs/hardware.md"},
      f"{A100}.peak_memory_gib.source", "a measured record is a path under docs/bench/"),
     ("expect.profiles.h200-141gb.peak_memory_gib.metric", "actor/perf/max_memory_reserved_gb",
      "expect.profiles.h200-141gb.peak_memory_gib.ref", "has no phase measured as actor/perf/max_memory_reserved_gb"),
