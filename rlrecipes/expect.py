@@ -57,7 +57,7 @@ class AccuracyExpect:
     source: str                # "log": verl's validation metric in the training log; "eval": an eval summary
     metric: str
     before: Band | None
-    after: Band | None
+    after: Band
     gain_min: float | None     # after - before, absolute
     min_problems: int | None   # eval only: each model scored on at least this many problems
     cites: tuple[str, ...]     # rlrecipes.reference.ACCURACY_RECORDS the bands are built around
@@ -297,7 +297,8 @@ def _figure(data: Any, where: str, kind: str) -> Figure | NotMeasured:
 
 
 def _memory_phase(record: reference.MeasuredMemory, metric: str, where: str) -> float:
-    """The measured phase that is what `metric` logs (each phase names the metric it was read from)."""
+    """The measured phase that is what `metric` logs: reference.MEASURED_MEMORY's phases name the metric they
+    were read from in parentheses ("actor update, trainer allocator peak (actor/perf/max_memory_allocated_gb)")."""
     for what, measured, _estimate, _phase in record.phases:
         if f"({metric})" in what or f"'s {metric})" in what:
             return measured
