@@ -59,7 +59,7 @@ class AccuracyExpect:
     before: Band | None
     after: Band
     gain_min: float | None     # after - before, absolute
-    min_problems: int | None   # eval only: each model scored on at least this many problems
+    min_problems: int | None   # eval: each model scored on this many; log: the recipe's test split this big
     cites: tuple[str, ...]     # rlrecipes.reference.ACCURACY_RECORDS the bands are built around
 
 
@@ -159,7 +159,7 @@ def _band(data: Any, where: str, source: str) -> Band:
     return Band(step=step, min=low, max=high)
 
 
-def _accuracy(data: Any, where: str) -> AccuracyExpect | NotMeasured:
+def _accuracy(data: Any, where: str, test_rows: int | None) -> AccuracyExpect | NotMeasured:
     skipped = _not_measured(data, where)
     if skipped:
         return skipped
@@ -187,9 +187,14 @@ def _accuracy(data: Any, where: str) -> AccuracyExpect | NotMeasured:
                           where=where, hint="give after.min above before.max, or before plus gain_min > 0")
     problems = None
     if "min_problems" in data:
-        if source != "eval":
-            raise RecipeError("min_problems applies to an eval summary (source: eval)", where=f"{where}.min_problems")
         problems = _typed(data["min_problems"], int, f"{where}.min_problems")
+        # verl's log does not count the problems it validated on: for source log, the recipe's test split
+        # must hold enough (checked here, once); an eval summary counts its own (checked per run)
+        if source == "log" and (test_rows is None or test_rows < problems):
+            rows = "an unknown number of" if test_rows is None else str(test_rows)
+            raise RecipeError(f"the recipe's test split has {rows} rows, fewer than min_problems {problems}",
+                              where=f"{where}.min_problems",
+                              hint="set dataset.test_rows, or judge an eval summary (source: eval)")
     cites = tuple(_typed(data.get("cites") or [], list, f"{where}.cites"))
     for index, key in enumerate(cites):
         if not isinstance(reference.record(str(key)), reference.ReferenceAccuracy):
@@ -306,8 +311,9 @@ def _memory_phase(record: reference.MeasuredMemory, metric: str, where: str) -> 
                       hint="its phases: " + "; ".join(p[0] for p in record.phases))
 
 
-def parse_expect(data: Any, where: str, profiles: tuple[str, ...]) -> Expectations:
-    """The `expect:` block of a recipe whose profiles are `profiles`; RecipeError naming the key when malformed."""
+def parse_expect(data: Any, where: str, profiles: tuple[str, ...], test_rows: int | None = None) -> Expectations:
+    """The `expect:` block of a recipe whose profiles are `profiles` (and whose test split has `test_rows`
+    rows); RecipeError naming the key when malformed."""
     if data is None:
         raise RecipeError("the expect: block is empty", where=where, hint="see docs/expect.md")
     _strict(data, {"accuracy": True, "reward": True, "rollout_agreement": False, "merged_matches_last": False,
@@ -325,7 +331,7 @@ def parse_expect(data: Any, where: str, profiles: tuple[str, ...]) -> Expectatio
             seconds_per_step=_figure(entry["seconds_per_step"], f"{at}.{name}.seconds_per_step", "seconds"),
             peak_memory_gib=_figure(entry["peak_memory_gib"], f"{at}.{name}.peak_memory_gib", "memory"))
     return Expectations(
-        accuracy=_accuracy(data["accuracy"], f"{where}.accuracy"),
+        accuracy=_accuracy(data["accuracy"], f"{where}.accuracy", test_rows),
         reward=_reward(data["reward"], f"{where}.reward"),
         rollout_agreement=(_agreement(data["rollout_agreement"], f"{where}.rollout_agreement")
                            if "rollout_agreement" in data else None),

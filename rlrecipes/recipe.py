@@ -228,6 +228,7 @@ def load_recipe(name: str) -> Recipe:
     hub_id = _typed(model["hub_id"], str, f"{where}: model.hub_id")
     profile = _typed(data["profile"], str, f"{where}: profile")
     profiles = tuple(data.get("profiles") or [profile])
+    test_rows = dataset.get("test_rows", known.get("test_rows"))
     from rlrecipes.expect import parse_expect  # it builds on this module's _strict/_typed
 
     return Recipe(
@@ -238,14 +239,14 @@ def load_recipe(name: str) -> Recipe:
             name=str(dataset["name"]), dir_name=str(dataset.get("dir") or dataset["name"]),
             template=_choice(dataset.get("template", "verl"), ("verl", "think"), f"{where}: dataset.template"),
             train_rows=dataset.get("train_rows", known.get("train_rows")),
-            test_rows=dataset.get("test_rows", known.get("test_rows")),
+            test_rows=test_rows,
         ),
         reward_mode=_choice(reward.get("mode", "strict"), ("strict", "flexible", "think"), f"{where}: reward.mode"),
         loggers=loggers,
         wandb=_choice(logging.get("wandb", "auto"), ("auto", "disabled"), f"{where}: logging.wandb"),
         project=str(logging.get("project", "rlrecipes")),
         verl=_verl_block(data["verl"], f"{where}: verl"),
-        expect=parse_expect(data["expect"], f"{where}: expect", profiles),  # last: the other keys' errors first
+        expect=parse_expect(data["expect"], f"{where}: expect", profiles, test_rows),  # last: the other keys' errors first
     )
 
 

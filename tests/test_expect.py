@@ -284,7 +284,10 @@ SCHEMA = [
     ("expect.accuracy.after.min", 0.6, "expect.accuracy", None),  # overlaps before, but gain_min saves it
     ("expect.accuracy.source", "held-out", "expect.accuracy.source", "'held-out' is not one of log, eval"),
     ("expect.accuracy.cites", ["verl-3b"], "expect.accuracy.cites[0]", "no accuracy record named 'verl-3b'"),
-    ("expect.accuracy.min_problems", 500, "expect.accuracy.min_problems", "applies to an eval summary"),
+    # verl's log counts no problems: min_problems with source log is the recipe's test split (GSM8K: 1319)
+    ("expect.accuracy.min_problems", 1320, "expect.accuracy.min_problems",
+     "the recipe's test split has 1319 rows, fewer than min_problems 1320"),
+    ("expect.accuracy.min_problems", 1319, "expect.accuracy", None),
     ("expect.reward.window", 0, "expect.reward.window", "window must be >= 1"),
     ("expect.reward.rise_min", "0.1", "expect.reward.rise_min", "expected int or float"),
     ("expect.rollout_agreement.training/rollout_probs_diff_mean", {"maximum": 0.05},
