@@ -124,6 +124,14 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "plots and a one-page report from a run's logs",
         "rlrecipes report /workspace/logs/qwen2.5-3b-gsm8k-grpo-lora --out reports/grpo",
     ),
+    "expect": (
+        "rlrecipes.expect_cli", "expect",
+        "judge a run's logs against its recipe's expect: block (exit 0 met, 1 missed, 2 bad input)",
+        "rlrecipes expect /workspace/logs/qwen2.5-3b-gsm8k-grpo-lora --recipe qwen2.5-3b-gsm8k-grpo-lora "
+        "--profile a100-80gb\n"
+        "rlrecipes expect --log metrics-20260101T000000Z.jsonl --recipe smoke-grpo-lora --profile any-1gpu-hopper "
+        "--json",
+    ),
     "cluster": (
         "rlrecipes.cluster", "cluster",
         "show the Ray cluster a launch would use (RAY_ADDRESS) and check nodes x GPUs",

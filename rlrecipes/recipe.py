@@ -168,6 +168,7 @@ class Recipe:
     wandb: str
     project: str
     verl: dict[str, Any]
+    expect: Any  # rlrecipes.expect.Expectations: the result a run of this recipe must reach (docs/expect.md)
 
 
 def load_profile(name: str) -> Profile:
@@ -213,7 +214,7 @@ def load_recipe(name: str) -> Recipe:
     data = _load_yaml(path)
     where = str(path)
     _strict(data, {"description": True, "profile": True, "profiles": False, "model": True, "dataset": True,
-                   "reward": False, "logging": False, "verl": True}, where)
+                   "reward": False, "logging": False, "verl": True, "expect": True}, where)
     model = _strict(data["model"], {"hub_id": True, "dir": False}, f"{where}: model")
     dataset = _strict(data["dataset"], {"name": True, "dir": False, "template": False, "train_rows": False,
                                         "test_rows": False}, f"{where}: dataset")
@@ -226,21 +227,26 @@ def load_recipe(name: str) -> Recipe:
     known = KNOWN_DATASETS.get(dataset["name"], {})
     hub_id = _typed(model["hub_id"], str, f"{where}: model.hub_id")
     profile = _typed(data["profile"], str, f"{where}: profile")
+    profiles = tuple(data.get("profiles") or [profile])
+    test_rows = dataset.get("test_rows", known.get("test_rows"))
+    from rlrecipes.expect import parse_expect  # it builds on this module's _strict/_typed
+
     return Recipe(
         name=recipe_name(path), path=path, description=str(data["description"]).strip(), profile=profile,
-        profiles=tuple(data.get("profiles") or [profile]),
+        profiles=profiles,
         model=ModelSpec(hub_id=hub_id, dir_name=str(model.get("dir") or hub_id.rstrip("/").rsplit("/", 1)[-1])),
         dataset=DatasetSpec(
             name=str(dataset["name"]), dir_name=str(dataset.get("dir") or dataset["name"]),
             template=_choice(dataset.get("template", "verl"), ("verl", "think"), f"{where}: dataset.template"),
             train_rows=dataset.get("train_rows", known.get("train_rows")),
-            test_rows=dataset.get("test_rows", known.get("test_rows")),
+            test_rows=test_rows,
         ),
         reward_mode=_choice(reward.get("mode", "strict"), ("strict", "flexible", "think"), f"{where}: reward.mode"),
         loggers=loggers,
         wandb=_choice(logging.get("wandb", "auto"), ("auto", "disabled"), f"{where}: logging.wandb"),
         project=str(logging.get("project", "rlrecipes")),
         verl=_verl_block(data["verl"], f"{where}: verl"),
+        expect=parse_expect(data["expect"], f"{where}: expect", profiles, test_rows),  # last: the other keys' errors first
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Throughput:
+    key: str                       # the record's name: a recipe's `expect:` block points at it (`ref: KEY`)
     profiles: tuple[str, ...]      # the profiles whose hardware and stack this was measured on
     recipe: str | None             # step times hold for one recipe; a rollout rate for its model size only
     model: str                     # the architecture it was measured with
@@ -40,10 +41,12 @@ class ReferenceAccuracy:
     accuracy: float                # GSM8K test accuracy, 0..1
     what: str
     source: str
+    before: float | None = None    # the accuracy before training, where the record has it
 
 
 THROUGHPUTS: tuple[Throughput, ...] = (
     Throughput(
+        key="a100-4x-3b-grpo-lora-step",
         profiles=("a100-80gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora", model="Qwen2.5-3B",
         kind="step_seconds", value=206.0, responses_per_step=1024 * 5, max_response_length=1024,
         measured_on="a reported run of this recipe on 4x A100 80GB (verl + vLLM, 105 steps in ~6 h after tuning, "
@@ -51,6 +54,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         source="docs/hardware.md#measured-throughputs",
     ),
     Throughput(
+        key="h200-3b-grpo-lora-fused-step",
         profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora", model="Qwen2.5-3B",
         kind="step_seconds", value=63.96, responses_per_step=320, max_response_length=1024,
         measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200 (torch 2.11.0+cu130), this recipe on h200-141gb with "
@@ -62,6 +66,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         config=(("actor_rollout_ref.model.use_fused_kernels", True),),
     ),
     Throughput(
+        key="h200-3b-grpo-lora-unfused-step",
         profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora", model="Qwen2.5-3B",
         kind="step_seconds", value=359.2, responses_per_step=640, max_response_length=1024,
         measured_on="verl 0.9.1 + vLLM 0.24.0 on one H200 (torch 2.11.0+cu130), this recipe on h200-141gb without "
@@ -73,6 +78,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         config=(("actor_rollout_ref.model.use_fused_kernels", False),),
     ),
     Throughput(
+        key="h200-3b-rollout-rate",
         profiles=("h200-141gb-2gpu",), recipe=None, model="Qwen2.5-3B",
         kind="rollout_tokens_per_s", value=17980.0, responses_per_step=320, max_response_length=1024,
         measured_on="verl 0.9.1's rollout phase (timing_s/gen of step 2: vLLM 0.24.0 generating, then put to "
@@ -91,6 +97,7 @@ class MeasuredMemory:
     """GPU memory a recipe was measured to use on a profile's hardware, beside what the planner estimated for
     the same settings: plan shows both, so an estimate that is off is never the only figure a user sees."""
 
+    key: str                       # the record's name (`ref: KEY` in a recipe's `expect:` block)
     profiles: tuple[str, ...]
     recipe: str
     settings: str                  # the batch and lengths it was measured at
@@ -104,6 +111,7 @@ class MeasuredMemory:
 
 MEASURED_MEMORY: tuple[MeasuredMemory, ...] = (
     MeasuredMemory(
+        key="h200-3b-grpo-lora-fused-memory",
         profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora",
         settings="64 prompts x 5, every response 1024 tokens, fused kernels",
         phases=(("rollout, whole GPU in use (NVML)", 102.4, 97.8, "rollout"),
@@ -119,6 +127,7 @@ MEASURED_MEMORY: tuple[MeasuredMemory, ...] = (
         config=(("actor_rollout_ref.model.use_fused_kernels", True),),
     ),
     MeasuredMemory(
+        key="h200-3b-grpo-lora-unfused-memory",
         profiles=("h200-141gb",), recipe="qwen2.5-3b-gsm8k-grpo-lora",
         settings="128 prompts x 5, every response 1024 tokens, no fused kernels",
         phases=(("rollout, whole GPU in use (NVML)", 99.8, 97.8, "rollout"),
@@ -140,25 +149,61 @@ def _applies(config: tuple[tuple[str, object], ...], get: Callable[[str], object
     return all(get(key) == value for key, value in config)
 
 
+def applies_to(record: Throughput | MeasuredMemory, get: Callable[[str], object]) -> bool:
+    """Whether a record holds for a run whose resolved config `get` reads (its config values match)."""
+    return _applies(record.config, get)
+
+
 def measured_memory(recipe: str, profile: str, get: Callable[[str], object]) -> MeasuredMemory | None:
     """What `recipe` was measured to use on `profile` with the settings `get` (a resolved config's lookup) has."""
     return next((m for m in MEASURED_MEMORY if profile in m.profiles and m.recipe == recipe
                  and _applies(m.config, get)), None)
 
 
-REFERENCE_ACCURACY: dict[str, ReferenceAccuracy] = {
-    "qwen2.5-3b-gsm8k-grpo-lora": ReferenceAccuracy(
-        recipe="qwen2.5-3b-gsm8k-grpo-lora", accuracy=0.861,
+# Published or reported accuracies, by name (`cites:` in a recipe's `expect:` block names them).
+ACCURACY_RECORDS: dict[str, ReferenceAccuracy] = {
+    "verl-baseline-3b-grpo-lora": ReferenceAccuracy(
+        recipe="qwen2.5-3b-gsm8k-grpo-lora", accuracy=0.861, before=0.563,
         what="verl's GSM8K baseline: Qwen2.5-3B-Instruct GRPO + LoRA (rank 32; this recipe trains rank 64), "
              "0.563 at step 0 -> 0.861 at step 116",
         source="https://verl.readthedocs.io/en/latest/algo/baseline.html",
     ),
-    "qwen2.5-0.5b-gsm8k-ppo": ReferenceAccuracy(
-        recipe="qwen2.5-0.5b-gsm8k-ppo", accuracy=0.567,
+    "a100-4x-3b-grpo-lora-reported": ReferenceAccuracy(
+        recipe="qwen2.5-3b-gsm8k-grpo-lora", accuracy=0.85, before=0.59,
+        what="the seed guide's run of this recipe on 4x A100 80GB (verl + vLLM, LoRA rank 64, 1024 prompts x 5, "
+             "15 epochs = 105 steps, validation on the GSM8K test split every 5 steps): ~59% before training -> "
+             "~85%, plateauing after ~3 epochs; reported, not re-measured here",
+        source="docs/hardware.md#measured-throughputs",
+    ),
+    "verl-baseline-0.5b-ppo": ReferenceAccuracy(
+        recipe="qwen2.5-0.5b-gsm8k-ppo", accuracy=0.567, before=0.364,
         what="verl's GSM8K baseline: Qwen2.5-0.5B-Instruct PPO, 0.364 before training",
         source="https://verl.readthedocs.io/en/latest/algo/baseline.html",
     ),
 }
+
+# The one reference accuracy `report` compares a recipe's run with.
+REFERENCE_ACCURACY: dict[str, ReferenceAccuracy] = {
+    "qwen2.5-3b-gsm8k-grpo-lora": ACCURACY_RECORDS["verl-baseline-3b-grpo-lora"],
+    "qwen2.5-0.5b-gsm8k-ppo": ACCURACY_RECORDS["verl-baseline-0.5b-ppo"],
+}
+
+
+def record(key: str) -> Throughput | MeasuredMemory | ReferenceAccuracy | None:
+    """The record named `key` (a throughput, a memory measurement or an accuracy), or None."""
+    for item in (*THROUGHPUTS, *MEASURED_MEMORY):
+        if item.key == key:
+            return item
+    return ACCURACY_RECORDS.get(key)
+
+
+def record_keys() -> list[str]:
+    return [item.key for item in (*THROUGHPUTS, *MEASURED_MEMORY)] + list(ACCURACY_RECORDS)
+
+
+def step_seconds_at(t: Throughput, responses_per_step: int, max_response_length: int) -> float:
+    """A measured whole-step time scaled to other settings by the number of generated tokens."""
+    return t.value * responses_per_step * max_response_length / (t.responses_per_step * t.max_response_length)
 
 
 def _model_size(hub_id: str) -> str:
@@ -198,7 +243,7 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
         return None
     tokens = responses_per_step * max_response_length
     if t.kind == "step_seconds":
-        per_step = t.value * tokens / (t.responses_per_step * t.max_response_length)
+        per_step = step_seconds_at(t, responses_per_step, max_response_length)
         covers = "whole step (scaled by generated tokens from the measured settings)"
     else:
         engines = max(1, n_gpus // max(1, tensor_parallel))

@@ -137,6 +137,8 @@ COMMANDS = {
     "smoke-assets": lambda out, tmp: ["smoke-assets", "--out", out],
     "report": lambda out, tmp: ["report", str(tmp / "logs"), "--out", out],
     "preflight --env-file": lambda out, tmp: ["preflight", "smoke-ppo", "--env-file", out],
+    "expect --out": lambda out, tmp: ["expect", "--log", str(tmp / "logs" / "metrics-20260101T000000Z.jsonl"),
+                                      "--recipe", "smoke-ppo", "--profile", "any-1gpu", "--out", out],
 }
 
 
@@ -144,8 +146,8 @@ COMMANDS = {
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_bad_output_paths_are_one_line_errors(places, tmp_path, capsys, monkeypatch, command, kind):
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
-    if command == "preflight --env-file" and kind == "file":
-        kind = "directory"  # an env file is a file: overwriting the old one is its job
+    if command in ("preflight --env-file", "expect --out") and kind == "file":
+        kind = "directory"  # an env file (a result file) is a file: overwriting the old one is its job
     argv = COMMANDS[command](places(kind), tmp_path)
     code = main(argv)
     err = capsys.readouterr().err

@@ -37,7 +37,9 @@ def test_shipped_recipes_and_profiles_are_listed():
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_recipe_resolves_on_every_profile_it_lists(name):
-    for profile in load_recipe(name).profiles:
+    recipe = load_recipe(name)
+    assert list(recipe.expect.profiles) == list(recipe.profiles)  # a contract, or a reason why not, per profile
+    for profile in recipe.profiles:
         run = resolve(name, profile=profile, env=ENV)
         assert run.get("trainer.n_gpus_per_node") == run.profile.gpus_per_node
         assert run.get("trainer.default_local_dir") == f"/workspace/checkpoints/{name}"
@@ -129,6 +131,7 @@ def test_paths_come_from_the_environment_and_wandb_only_with_a_key():
         ("dataset: {name: gsm8k, template: cot}\n", "dataset.template", "'cot' is not one of verl, think"),
         ("logging: {wandb: always}\n", "logging.wandb", "'always' is not one of auto, disabled"),
         ("verl: {trainer.default_local_dir: /tmp/x}\n", "trainer.default_local_dir", "derived by rlrecipes"),
+        ("expect: {rewrd: {}}\n", "expect.rewrd", "unknown key 'rewrd'"),
     ],
 )
 def test_recipe_schema_errors_name_the_key(home, yaml_text, where, message):

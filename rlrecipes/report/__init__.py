@@ -22,6 +22,8 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", help="report title (default: the run directory's name)")
     parser.add_argument("--recipe", help="the recipe the run trained, for its published reference accuracy "
                                          "(default: the run directory's name when it names a shipped recipe)")
+    parser.add_argument("--profile", help="the profile it ran on: with the recipe, adds the table of its expect: "
+                                          "block (`rlrecipes expect`)")
     parser.add_argument("--out", required=True, help="directory for report.md, report.html, summary.json, PNGs")
 
 
@@ -35,6 +37,14 @@ def report(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir, args.log)
     if not run.steps:
         raise RecipeError("the metrics files hold no logged steps", where=args.run_dir or ", ".join(args.log))
+    recipe = args.recipe or (Path(args.run_dir).name if args.run_dir else None)
+    expected = None
+    if args.profile:
+        from rlrecipes.expect import check_run
+
+        if not recipe:
+            raise RecipeError("--profile needs the recipe", where="arguments", hint="give --recipe NAME")
+        expected = check_run(recipe, args.profile, args.run_dir, args.log, args.eval)
     eval_header = eval_rows = fast_header = fast_rows = None
     if args.eval:
         from rlrecipes.evaluate import fast_eval_cells, load_summary, summary_cells
@@ -46,9 +56,15 @@ def report(args: argparse.Namespace) -> int:
     plots, missing = write_plots(run, out)
     title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
     data = build_report(run, plots, missing, title, eval_rows, eval_header, fast_rows, fast_header)
-    _add_checks(data, run, args.recipe or (Path(args.run_dir).name if args.run_dir else None))
+    _add_checks(data, run, recipe)
+    if expected is not None:
+        data["expect"] = expected.as_dict()
     paths = write_report(data, out)
     _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
+    if expected is not None:
+        from rlrecipes.expect_cli import print_table
+
+        print_table(expected)
     return 0
 
 

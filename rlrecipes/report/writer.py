@@ -104,6 +104,8 @@ def render_markdown(report: dict) -> str:
     if report.get("fast_rows"):
         lines += ["", "## Fast evaluation (training reward on the GSM8K test parquet)", ""]
         lines += _md_table(report["fast_header"], report["fast_rows"])
+    if report.get("expect"):
+        lines += ["", "## Expected result (`rlrecipes expect`)", ""] + expect_section(report["expect"])
     lines += ["", "## Plots", ""]
     titles = {panel.name: panel.title for panel in PANELS}
     for name, filename in report["plots"].items():
@@ -115,6 +117,18 @@ def render_markdown(report: dict) -> str:
     if report["warnings"]:
         lines += ["## Notes", ""] + [f"- {w}" for w in report["warnings"]] + [""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def expect_section(result: dict) -> list[str]:
+    """The contract table of `rlrecipes expect` (its as_dict()), as Markdown lines."""
+    from rlrecipes.expect import TABLE_HEADER
+
+    counts = result["counts"]
+    lines = [f"{result['recipe']} on `{result['profile']}`: **{result['status'].upper()}** ({counts['met']} met, "
+             f"{counts['missed']} missed, {counts['not measured']} not measured)", ""]
+    rows = [[c["name"], f"`{c['metric']}`" if c["metric"] != "-" else "-", c["expected"], c["value"],
+             f"**{c['status']}**" if c["status"] == "missed" else c["status"], c["detail"]] for c in result["checks"]]
+    return lines + _md_table(TABLE_HEADER, rows)
 
 
 HTML_STYLE = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em}"

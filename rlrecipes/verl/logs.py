@@ -140,3 +140,14 @@ def parse_jsonl_record(line: bytes | str) -> tuple[int, dict[str, float]]:
     if not isinstance(data, dict):
         raise TypeError("data is not an object")
     return step, _coerce(data)
+
+
+# The console log holds the config the trainer printed at start-up (pprint of the resolved config, every
+# version), with `trainer.experiment_name` -- which rlrecipes sets to the recipe's name. verl's file logger
+# writes only {"step", "data"}: a JSONL file carries nothing that names its run.
+_EXPERIMENT = re.compile(r"'experiment_name':\s*'([^']*)'")
+
+
+def experiment_names(text: str) -> set[str]:
+    """The `experiment_name` values of the config printed in a console log (empty: none printed)."""
+    return set(_EXPERIMENT.findall(_ANSI.sub("", text)))
