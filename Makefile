@@ -48,7 +48,7 @@ STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
 
 .PHONY: help host env envs test test-gpu test-images-full mutation lint lock bench \
 	build-a100 build-hopper build-p40 build-runpod build-watchdog \
-	plan validate launchers verl-schema data model preflight train resume merge eval report monitor smoke \
+	plan validate launchers verl-schema data model preflight train resume merge eval report reproduce monitor smoke \
 	ray-head ray-worker runpod-template
 
 help: ## list the targets (variables: RECIPE, PROFILE, GPUS, RUN, ARGS)
@@ -149,6 +149,10 @@ eval: ## lm-eval GSM8K on the merged RUN against its base model (plus the fast c
 
 report: ## plots + report.md/html from RUN's logs into ./reports/RUN (after eval: ARGS='--eval /workspace/models/RUN-merged/eval')
 	$(STAGE_ENV) GPUS=none scripts/in-image.sh report $(LOG_DIR)/$(RUN) --out /workspace/reports/$(RUN) $(ARGS)
+
+reproduce: ## RECIPE from nothing to its verdict: data/model, train, merge, eval, report, expect (reruns resume)
+	scripts/require-gpu.sh reproduce
+	$(STAGE_ENV) scripts/in-image.sh reproduce $(RECIPE) $(PROFILE_ARG) $(ARGS)
 
 monitor: ## watch GPU use with nvitop (ARGS=--once prints once)
 	$(STAGE_ENV) scripts/in-image.sh nvitop $(ARGS)

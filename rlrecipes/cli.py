@@ -132,6 +132,11 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "rlrecipes expect --log metrics-20260101T000000Z.jsonl --recipe smoke-grpo-lora --profile any-1gpu-hopper "
         "--json",
     ),
+    "reproduce": (
+        "rlrecipes.reproduce", "reproduce",
+        "one run from nothing to its verdict: data, model, train, merge, eval, report, expect -- resumable",
+        "rlrecipes reproduce canary-grpo-lora\nrlrecipes reproduce canary-ppo --list",
+    ),
     "cluster": (
         "rlrecipes.cluster", "cluster",
         "show the Ray cluster a launch would use (RAY_ADDRESS) and check nodes x GPUs",

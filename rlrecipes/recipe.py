@@ -35,6 +35,8 @@ PATH_DEFAULTS = {
     "CKPT_DIR": "/workspace/checkpoints",
     "LOG_DIR": "/workspace/logs",
 }
+# Commands that build a recipe's model and data offline, with --models-dir/--data-dir (`assets:` in a recipe).
+ASSET_BUILDERS = ("smoke-assets", "canary-assets")
 KNOWN_DATASETS = {"gsm8k": {"train_rows": 7473, "test_rows": 1319}}
 
 
@@ -168,6 +170,7 @@ class Recipe:
     wandb: str
     project: str
     verl: dict[str, Any]
+    assets: str | None  # the rlrecipes command that builds model and data offline (smoke-assets, canary-assets)
     expect: Any  # rlrecipes.expect.Expectations: the result a run of this recipe must reach (docs/expect.md)
 
 
@@ -214,7 +217,7 @@ def load_recipe(name: str) -> Recipe:
     data = _load_yaml(path)
     where = str(path)
     _strict(data, {"description": True, "profile": True, "profiles": False, "model": True, "dataset": True,
-                   "reward": False, "logging": False, "verl": True, "expect": True}, where)
+                   "reward": False, "logging": False, "verl": True, "assets": False, "expect": True}, where)
     model = _strict(data["model"], {"hub_id": True, "dir": False}, f"{where}: model")
     dataset = _strict(data["dataset"], {"name": True, "dir": False, "template": False, "train_rows": False,
                                         "test_rows": False}, f"{where}: dataset")
@@ -246,6 +249,7 @@ def load_recipe(name: str) -> Recipe:
         wandb=_choice(logging.get("wandb", "auto"), ("auto", "disabled"), f"{where}: logging.wandb"),
         project=str(logging.get("project", "rlrecipes")),
         verl=_verl_block(data["verl"], f"{where}: verl"),
+        assets=None if data.get("assets") is None else _choice(data["assets"], ASSET_BUILDERS, f"{where}: assets"),
         expect=parse_expect(data["expect"], f"{where}: expect", profiles, test_rows),  # last: the other keys' errors first
     )
 

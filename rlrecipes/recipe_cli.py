@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rlrecipes.plan import Plan
 
 
-def _recipe_args(parser: argparse.ArgumentParser, recipe_required: bool = True) -> None:
+def recipe_arguments(parser: argparse.ArgumentParser, recipe_required: bool = True) -> None:
     parser.add_argument("recipe", nargs=None if recipe_required else "?",
                         help="recipe name: its path under recipes/ without .yaml (see `rlrecipes recipes`)")
     parser.add_argument("--profile", "-p", help="hardware profile (default: the recipe's own)")
@@ -30,7 +30,7 @@ def _resolve(args):
 
 # ------------------------------------------------------------------------------------ validate
 def validate_arguments(parser: argparse.ArgumentParser) -> None:
-    _recipe_args(parser, recipe_required=False)
+    recipe_arguments(parser, recipe_required=False)
     parser.add_argument("--all", action="store_true",
                         help="validate every shipped recipe on every profile it lists")
     parser.add_argument("--json", action="store_true", help="machine-readable result")
@@ -62,7 +62,7 @@ def validate(args) -> int:
 
 # ---------------------------------------------------------------------------------------- plan
 def plan_arguments(parser: argparse.ArgumentParser) -> None:
-    _recipe_args(parser)
+    recipe_arguments(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable plan")
     parser.add_argument("--memory", action="store_true", help="include the per-GPU memory breakdown")
     parser.add_argument("--force", action="store_true",
@@ -168,7 +168,7 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
 
 # -------------------------------------------------------------------------------------- render
 def render_arguments(parser: argparse.ArgumentParser) -> None:
-    _recipe_args(parser)
+    recipe_arguments(parser)
     parser.add_argument("--out", required=True, type=Path, help="run directory to write")
     parser.add_argument("--force", action="store_true",
                         help="overwrite config.yaml, train.sh and manifest.json if --out already has them")

@@ -14,6 +14,8 @@
 #              the recipe's launcher (extra ARGS are Hydra overrides); verl resumes by itself
 #   preflight  check GPUs, memory, disk, shm, model and data
 #   eval       `rlrecipes eval ARGS`, its fast in-repo check on the recipe's own validation file
+#   reproduce  `rlrecipes reproduce`: assets or data, model -> resume -> merge -> eval -> report -> expect, each
+#              through this script again, resumable (rlrecipes/reproduce.py)
 #   shell      an interactive shell (or, on RunPod, keep the pod alive for SSH/Jupyter)
 #   any other rlrecipes command (merge, report, smoke, watchdog, env, ... see `rlrecipes --help`) runs with ARGS;
 #   anything else is run as a command, e.g. `entrypoint.sh python3 -c 'import verl'`.
@@ -84,7 +86,9 @@ sys.exit(0 if sys.argv[1] in COMMANDS else 1)' "$1"
 }
 
 start_runpod_services() {
-    if [ -n "${RUNPOD_POD_ID:-}" ] && [ -x /start.sh ]; then
+    # Once a container: `rlrecipes reproduce` runs each of its stages through this script again.
+    if [ -n "${RUNPOD_POD_ID:-}" ] && [ -x /start.sh ] && [ -z "${RLRECIPES_RUNPOD_STARTED:-}" ]; then
+        export RLRECIPES_RUNPOD_STARTED=1
         # No such secret on the account leaves the template's reference as the value: /start.sh would serve
         # Jupyter with it as the password, and it is public (it is in the template).
         case "${JUPYTER_PASSWORD:-}" in

@@ -46,9 +46,9 @@ if [ -n "${IMAGE:-}" ]; then env_args+=("${upper}_IMAGE=$IMAGE"); fi
 
 args=(--rm -e RECIPE="$RECIPE" -e PROFILE="$PROFILE")
 # Training stages wait for a healthy watchdog (compose.yaml depends_on); the others do not start it.
-case "$stage" in run | train | resume) ;; *) args+=(--no-deps) ;; esac
+case "$stage" in run | train | resume | reproduce) ;; *) args+=(--no-deps) ;; esac
 # Reports land on the host, beside the repository.
-if [ "$stage" = report ]; then mkdir -p "$repo/reports"; args+=(-v "$repo/reports:/workspace/reports"); fi
+if [ "$stage" = report ] || [ "$stage" = reproduce ]; then mkdir -p "$repo/reports"; args+=(-v "$repo/reports:/workspace/reports"); fi
 if ! { [ -t 0 ] && [ -t 1 ]; }; then args+=(-T); fi
 
 exec env ${env_args[@]+"${env_args[@]}"} docker compose -f "$repo/compose.yaml" run "${args[@]}" "$service" "$stage" "$@"

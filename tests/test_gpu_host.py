@@ -122,7 +122,7 @@ def test_the_docs_mark_the_gpu_host_commands():
     texts = "\n".join(b.text for b, _ in BLOCKS)
     for command in ("make build-a100 && make train", "make build-p40", "docker compose up p40-ppo",
                     "make smoke", "make merge eval", "make report", "docker compose up a100-grpo",
-                    "make ray-head", "make ray-worker HEAD="):
+                    "make ray-head", "make ray-worker HEAD=", "make reproduce RECIPE=canary-ppo"):
         assert command in texts, f"no gpu-host block runs {command!r}"
 
 
@@ -148,12 +148,12 @@ def test_doc_block_runs_on_a_fresh_clone_up_to_the_gpu(clone, tmp_path, block, h
             assert run["env"]["RECIPE"], argv
             if run["gpus"] not in (None, "all"):
                 assert int(run["gpus"]) <= gpu_count(host), f"--gpus {run['gpus']} on {gpu_count(host)} GPU(s)"
-            if run["stage"] in ("run", "train", "resume", "smoke", "preflight"):
+            if run["stage"] in ("run", "train", "resume", "reproduce", "smoke", "preflight"):
                 assert run["gpus"] is not None, f"{run['stage']} without GPUs"
                 assert int(run["shm"].rstrip("g")) >= 10
                 # docker stop's default 10 s would SIGKILL a checkpoint save the stop guard lets finish
                 assert run["stop_timeout"] >= 100
-            if run["stage"] in ("run", "train", "resume"):
+            if run["stage"] in ("run", "train", "resume", "reproduce"):
                 assert run["watchdog"], f"{run['stage']} without the watchdog"
         elif argv[0] == "compose":
             assert call.get("config_rc") == 0, call.get("config")
@@ -192,7 +192,10 @@ def test_p40_walkthrough_runs_everything_in_the_p40_image(clone, tmp_path):
     proc, calls = run_block(clone, tmp_path, "p40", p40.text)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = stage_runs(calls)
-    assert [r["stage"] for r in runs] == ["smoke", "merge", "eval", "report"]
+    assert [r["stage"] for r in runs] == ["smoke", "reproduce", "merge", "eval", "report"]
+    (canary,) = [r for r in runs if r["stage"] == "reproduce"]
+    assert canary["args"][0] == "canary-ppo" and canary["watchdog"] and canary["gpus"] == "1"
+    assert f"{clone}/reports:/workspace/reports" in canary["volumes"]
     assert {r["image"] for r in runs} == {IMAGES["p40"].tag}
     # the report needs no GPU: the CPU twin of the service, so it also runs where the NVIDIA runtime is missing
     assert [(r["service"], r["gpus"]) for r in runs if r["stage"] == "report"] == [("p40-cpu", None)]

@@ -183,9 +183,28 @@ def _replace_dir(tmp: Path, final: Path) -> None:
         tmp.rename(final)
 
 
-def build_assets(out: Path, arch_name: str = "tiny", seed: int = 0, train_rows: int = 256, test_rows: int = 64,
-                 force: bool = False, log=print, dtype: str = "float32") -> dict:
-    """Build (or reuse, when built before with the same settings) the model and data under `out`.
+def asset_dirs(out: Path | None, models_dir: Path | None, data_dir: Path | None) -> tuple[Path, Path]:
+    """Where an asset builder writes: OUT/models and OUT/data, unless given apart (a recipe's MODELS_DIR and
+    DATA_DIR need not be siblings); both are created."""
+    if out is None and (models_dir is None or data_dir is None):
+        raise RecipeError("say where to write", where="--out", hint="pass --out DIR, or both --models-dir and --data-dir")
+    dirs = (Path(models_dir or Path(out) / "models").resolve(), Path(data_dir or Path(out) / "data").resolve())
+    for directory in dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+    return dirs
+
+
+def asset_dir_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, help="directory to write models/ and data/ into")
+    parser.add_argument("--models-dir", type=Path, help="write the model here instead of OUT/models")
+    parser.add_argument("--data-dir", type=Path, help="write the data here instead of OUT/data")
+
+
+def build_assets(out: Path | None, arch_name: str = "tiny", seed: int = 0, train_rows: int = 256,
+                 test_rows: int = 64, force: bool = False, log=print, dtype: str = "float32",
+                 models_dir: Path | None = None, data_dir: Path | None = None) -> dict:
+    """Build (or reuse, when built before with the same settings) the model and data under `out`
+    (or models_dir, data_dir).
     Returns {"models_dir", "data_dir", "model_dir", "model", "data"} as strings."""
     if arch_name not in ARCHITECTURES:
         raise RecipeError(f"unknown architecture {arch_name!r}", where="--arch",
@@ -193,11 +212,8 @@ def build_assets(out: Path, arch_name: str = "tiny", seed: int = 0, train_rows: 
     if train_rows < 1 or test_rows < 1:
         raise RecipeError("row counts must be positive", where="--train-rows/--test-rows")
     arch = ARCHITECTURES[arch_name]
-    out = Path(out).resolve()
-    models_dir, data_dir = out / "models", out / "data"
+    models_dir, data_dir = asset_dirs(out, models_dir, data_dir)
     model_dir, ds_dir = models_dir / model_dir_name(arch_name), data_dir / SMOKE_DATA_DIR
-    models_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
 
     rows = synthetic_problems(train_rows + test_rows, seed)
     data_manifest = _manifest("smoke-data", seed=seed, train_rows=train_rows, test_rows=test_rows)
@@ -236,7 +252,7 @@ def build_assets(out: Path, arch_name: str = "tiny", seed: int = 0, train_rows: 
 
 
 def smoke_assets_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="directory to write models/ and data/ into")
+    asset_dir_arguments(parser)
     parser.add_argument("--arch", default="tiny", choices=sorted(ARCHITECTURES),
                         help="model shape: tiny (default, seconds on CPU) or a real model's architecture with "
                              "random weights, for memory and speed measurement")
@@ -250,6 +266,6 @@ def smoke_assets_arguments(parser: argparse.ArgumentParser) -> None:
 
 def smoke_assets(args: argparse.Namespace) -> int:
     result = build_assets(args.out, args.arch, args.seed, args.train_rows, args.test_rows, args.force,
-                          dtype=args.dtype)
+                          dtype=args.dtype, models_dir=args.models_dir, data_dir=args.data_dir)
     print(f"export MODELS_DIR={result['models_dir']} DATA_DIR={result['data_dir']}")
     return 0

@@ -31,7 +31,8 @@ from pathlib import Path
 from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.models import ARCHITECTURES
-from rlrecipes.smoke.assets import IM_END, _read_manifest, _replace_dir, build_model, build_tokenizer
+from rlrecipes.smoke.assets import (IM_END, _read_manifest, _replace_dir, asset_dir_arguments, asset_dirs, build_model,
+                                    build_tokenizer)
 
 CANARY_MODEL_DIR = "canary-qwen2"
 CANARY_DATA_DIR = "canary-gsm8k"
@@ -137,21 +138,20 @@ def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple
             "lr": lr, "batch_size": batch_size}
 
 
-def build_canary(out: Path, *, seed: int = 0, train_rows: int = 4096, test_rows: int = 512, sft_rows: int = 60000,
+def build_canary(out: Path | None, *, models_dir: Path | None = None, data_dir: Path | None = None, seed: int = 0,
+                 train_rows: int = 4096, test_rows: int = 512, sft_rows: int = 60000,
                  band: tuple[float, float] = (0.10, 0.40), lr: float = 1e-3, batch_size: int = 128,
                  max_steps: int = 2000, eval_every: int = 25, dev_rows: int = 256, force: bool = False,
                  log=print) -> dict:
     """Build (or reuse, when built before with the same settings) the canary's data and warm-started
-    model under `out`; returns the manifest (with the held-out start accuracy)."""
+    model under `out` (models/, data/; or models_dir, data_dir); returns the manifest (with the held-out
+    start accuracy)."""
     if not 0 <= band[0] < band[1] <= 1:
         raise RecipeError(f"start band {band} is not 0 <= low < high <= 1", where="--band")
     if min(train_rows, test_rows, sft_rows, dev_rows) < 1:
         raise RecipeError("row counts must be positive", where="--train-rows/--test-rows/--sft-rows/--dev-rows")
-    out = Path(out).resolve()
-    models_dir, data_dir = out / "models", out / "data"
+    models_dir, data_dir = asset_dirs(out, models_dir, data_dir)
     model_dir, ds_dir = models_dir / CANARY_MODEL_DIR, data_dir / CANARY_DATA_DIR
-    models_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
     settings = {"kind": "canary", "seed": seed, "train_rows": train_rows, "test_rows": test_rows,
                 "sft_rows": sft_rows, "band": list(band), "lr": lr, "batch_size": batch_size,
                 "max_steps": max_steps, "eval_every": eval_every, "dev_rows": dev_rows}
@@ -199,7 +199,7 @@ def build_canary(out: Path, *, seed: int = 0, train_rows: int = 4096, test_rows:
 
 
 def canary_assets_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="directory to write models/ and data/ into")
+    asset_dir_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-rows", type=int, default=4096, help="RL prompts")
     parser.add_argument("--test-rows", type=int, default=512, help="held-out problems (the contract needs >= 500)")
@@ -214,10 +214,11 @@ def canary_assets_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def canary_assets(args: argparse.Namespace) -> int:
-    manifest = build_canary(args.out, seed=args.seed, train_rows=args.train_rows, test_rows=args.test_rows,
+    manifest = build_canary(args.out, models_dir=args.models_dir, data_dir=args.data_dir, seed=args.seed,
+                            train_rows=args.train_rows, test_rows=args.test_rows,
                             sft_rows=args.sft_rows, band=tuple(args.band), lr=args.sft_lr, max_steps=args.sft_steps,
                             eval_every=args.eval_every, dev_rows=args.dev_rows, force=args.force)
-    out = Path(args.out).resolve()
+    models_dir, data_dir = asset_dirs(args.out, args.models_dir, args.data_dir)
     print(f"start accuracy {manifest['start']['accuracy']:.3f} (held-out, greedy, n={manifest['start']['n']})")
-    print(f"export MODELS_DIR={out / 'models'} DATA_DIR={out / 'data'}")
+    print(f"export MODELS_DIR={models_dir} DATA_DIR={data_dir}")
     return 0
