@@ -189,6 +189,52 @@ REFERENCE_ACCURACY: dict[str, ReferenceAccuracy] = {
 }
 
 
+@dataclass(frozen=True)
+class ReferenceCurve:
+    """Held-out accuracy by step of a recorded run of a recipe, which `report` draws under the run's own."""
+
+    key: str
+    recipe: str
+    points: tuple[tuple[int, float], ...]  # (step, accuracy), as the record's log has them
+    what: str
+    source: str                            # the record; its log is `log` (a test reads the points from it)
+    log: str = ""
+
+
+REFERENCE_CURVES: dict[str, ReferenceCurve] = {
+    "qwen2.5-3b-gsm8k-grpo-lora": ReferenceCurve(
+        key="verl-baseline-3b-grpo-lora", recipe="qwen2.5-3b-gsm8k-grpo-lora",
+        points=((0, ACCURACY_RECORDS["verl-baseline-3b-grpo-lora"].before or 0.0),
+                (116, ACCURACY_RECORDS["verl-baseline-3b-grpo-lora"].accuracy)),
+        what="verl's GSM8K baseline, its start and end only (the steps between are not published)",
+        source=ACCURACY_RECORDS["verl-baseline-3b-grpo-lora"].source,
+    ),
+    "qwen2.5-0.5b-gsm8k-ppo": ReferenceCurve(
+        key="verl-baseline-0.5b-ppo", recipe="qwen2.5-0.5b-gsm8k-ppo",
+        points=((0, ACCURACY_RECORDS["verl-baseline-0.5b-ppo"].before or 0.0),),
+        what="verl's GSM8K baseline before training (its end accuracy is the published reference; the step it "
+             "was reached at is not published)",
+        source=ACCURACY_RECORDS["verl-baseline-0.5b-ppo"].source,
+    ),
+    "canary-grpo-lora": ReferenceCurve(
+        key="h200-canary-grpo-lora", recipe="canary-grpo-lora",
+        points=((0, 0.22265625), (10, 0.3671875), (20, 0.3828125), (30, 0.419921875), (40, 0.443359375),
+                (50, 0.458984375), (60, 0.490234375), (70, 0.498046875), (80, 0.544921875), (90, 0.548828125),
+                (100, 0.529296875)),
+        what="this recipe on one H200 (verl 0.5.0, HF rollout, FP32), run g3e4: 512 held-out problems",
+        source="docs/bench/gpu-canary.md", log="docs/bench/gpu-data/canary/g3e4/console-20261202T155731Z.log",
+    ),
+    "canary-ppo": ReferenceCurve(
+        key="h200-canary-ppo", recipe="canary-ppo",
+        points=((0, 0.22265625), (10, 0.291015625), (20, 0.388671875), (30, 0.416015625), (40, 0.421875),
+                (50, 0.435546875), (60, 0.443359375), (70, 0.466796875), (80, 0.486328125), (90, 0.482421875),
+                (100, 0.490234375)),
+        what="this recipe on one H200 (verl 0.5.0, HF rollout, FP32), run ppo1e5: 512 held-out problems",
+        source="docs/bench/gpu-canary.md", log="docs/bench/gpu-data/canary/ppo1e5/console-20261202T155731Z.log",
+    ),
+}
+
+
 def record(key: str) -> Throughput | MeasuredMemory | ReferenceAccuracy | None:
     """The record named `key` (a throughput, a memory measurement or an accuracy), or None."""
     for item in (*THROUGHPUTS, *MEASURED_MEMORY):

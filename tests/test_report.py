@@ -425,3 +425,68 @@ def test_missing_inputs_are_named_in_full(tmp_path):
         with pytest.raises(RecipeError) as info:
             call()
         assert str(info.value) == message
+
+
+# -- the reference curve ---------------------------------------------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_each_reference_curve_is_its_record():
+    """The points a report draws are the record's: a recorded run's log read the way `report` reads any log,
+    or the published start and end of an accuracy record."""
+    from rlrecipes.reference import ACCURACY_RECORDS, REFERENCE_CURVES
+    from rlrecipes.recipe import list_recipes
+
+    assert set(REFERENCE_CURVES) <= set(list_recipes())
+    for recipe, curve in REFERENCE_CURVES.items():
+        assert curve.recipe == recipe
+        assert curve.source.startswith("https://") or (REPO_ROOT / curve.source.split("#")[0]).is_file(), curve.source
+        if curve.log:
+            run = load_run(None, [str(REPO_ROOT / curve.log)])
+            xs, ys = run.series("val-core/openai/gsm8k/reward/mean@1")
+            assert tuple(zip(xs, ys)) == curve.points, recipe
+        else:
+            published = ACCURACY_RECORDS[curve.key]
+            assert curve.points[0] == (0, published.before)
+            assert all(y in (published.before, published.accuracy) for _, y in curve.points)
+
+
+def test_the_reference_is_drawn_in_the_validation_plot_only():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlrecipes.reference import REFERENCE_CURVES
+    from rlrecipes.report.plots import PANELS, _draw, panel_keys
+
+    curve = REFERENCE_CURVES["canary-ppo"]
+    run = load_run(None, [str(REPO_ROOT / REFERENCE_CURVES["canary-grpo-lora"].log)])
+    drawn = {}
+    for panel in PANELS:
+        keys = [k for k in panel_keys(panel, run.keys) if run.has(k)]
+        if not keys:
+            continue
+        fig, ax = plt.subplots()
+        _draw(ax, run, panel, keys, curve)
+        drawn[panel.name] = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in ax.lines}
+        plt.close(fig)
+    label = "reference: h200-canary-ppo"
+    assert drawn["val_accuracy"][label] == list(curve.points)
+    assert [name for name, lines in drawn.items() if label in lines] == ["val_accuracy"]
+    fig, ax = plt.subplots()  # two published points (a start and an end) are markers, not a line between them
+    _draw(ax, run, PANELS[1], ["val-core/openai/gsm8k/reward/mean@1"], REFERENCE_CURVES["qwen2.5-3b-gsm8k-grpo-lora"])
+    (ref,) = [line for line in ax.lines if line.get_label().startswith("reference")]
+    assert ref.get_linestyle() == "None" and len(ref.get_xdata()) == 2
+    plt.close(fig)
+
+
+def test_report_names_the_reference_curve(tmp_path):
+    log = REPO_ROOT / "docs/bench/gpu-data/canary/ppo1e5/console-20261202T155731Z.log"
+    assert main(["report", "--log", str(log), "--recipe", "canary-ppo", "--out", str(tmp_path / "with")]) == 0
+    summary = json.loads((tmp_path / "with" / "summary.json").read_text())
+    assert summary["headline"]["reference_curve"] == "h200-canary-ppo"
+    assert "Reference curve" in (tmp_path / "with" / "report.md").read_text()
+    assert main(["report", "--log", str(log), "--out", str(tmp_path / "without")]) == 0  # no recipe: no curve
+    assert "reference_curve" not in json.loads((tmp_path / "without" / "summary.json").read_text())["headline"]

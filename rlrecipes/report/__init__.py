@@ -53,10 +53,16 @@ def report(args: argparse.Namespace) -> int:
         eval_header, eval_rows = summary_cells(summary)
         fast_header, fast_rows = fast_eval_cells(summary)
     out = Path(args.out)
-    plots, missing = write_plots(run, out)
+    from rlrecipes.reference import REFERENCE_CURVES
+
+    curve = REFERENCE_CURVES.get(recipe) if recipe else None
+    plots, missing = write_plots(run, out, curve)
     title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
     data = build_report(run, plots, missing, title, eval_rows, eval_header, fast_rows, fast_header)
     _add_checks(data, run, recipe)
+    if curve is not None and "val_accuracy" in plots:
+        data["headline"].update(reference_curve=curve.key, reference_curve_what=curve.what,
+                                reference_curve_source=curve.source)
     if expected is not None:
         data["expect"] = expected.as_dict()
     paths = write_report(data, out)

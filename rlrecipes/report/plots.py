@@ -32,6 +32,9 @@ PANELS: tuple[Panel, ...] = (
 )
 
 
+REFERENCE_PANEL = "val_accuracy"  # where a recipe's reference curve (rlrecipes.reference) is drawn
+
+
 def panel_keys(panel: Panel, keys: list[str]) -> list[str]:
     """The run's metrics a panel shows, in the panel's pattern order, each once."""
     chosen: list[str] = []
@@ -42,13 +45,18 @@ def panel_keys(panel: Panel, keys: list[str]) -> list[str]:
     return chosen
 
 
-def _draw(ax, run: RunMetrics, panel: Panel, keys: list[str]) -> None:
+def _draw(ax, run: RunMetrics, panel: Panel, keys: list[str], reference=None) -> None:
     from matplotlib.ticker import MaxNLocator
 
     for key in keys:
         xs, ys = run.series(key)
         style = "-o" if len(xs) <= 30 else "-"
         ax.plot(xs, ys, style, markersize=3, linewidth=1.4, label=key)
+    if reference is not None and panel.name == REFERENCE_PANEL:
+        xs, ys = zip(*reference.points)
+        # two published points are a start and an end, not a curve: markers alone
+        ax.plot(xs, ys, "--s" if len(xs) > 2 else "s", color="grey", markersize=3, linewidth=1.0, alpha=0.8,
+                label=f"reference: {reference.key}")
     for step in run.restarts:
         ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
     ax.set_title(panel.title, fontsize=10)
@@ -61,8 +69,9 @@ def _draw(ax, run: RunMetrics, panel: Panel, keys: list[str]) -> None:
     ax.legend(fontsize=6, loc="best")
 
 
-def write_plots(run: RunMetrics, out_dir: Path) -> tuple[dict[str, Path], list[str]]:
-    """One PNG per panel with data, plus overview.png; returns ({panel: path}, [panels without data])."""
+def write_plots(run: RunMetrics, out_dir: Path, reference=None) -> tuple[dict[str, Path], list[str]]:
+    """One PNG per panel with data, plus overview.png; returns ({panel: path}, [panels without data]).
+    `reference` (a ReferenceCurve) is drawn in the validation-accuracy panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,7 +88,7 @@ def write_plots(run: RunMetrics, out_dir: Path) -> tuple[dict[str, Path], list[s
             continue
         drawable.append((panel, keys))
         fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=110)
-        _draw(ax, run, panel, keys)
+        _draw(ax, run, panel, keys, reference)
         fig.tight_layout()
         path = out_dir / f"{panel.name}.png"
         with atomic_path(path, suffix=".png") as tmp:
@@ -92,7 +101,7 @@ def write_plots(run: RunMetrics, out_dir: Path) -> tuple[dict[str, Path], list[s
         rows = (len(drawable) + cols - 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 3.2 * rows), dpi=100, squeeze=False)
         for ax, (panel, keys) in zip(axes.flat, drawable):
-            _draw(ax, run, panel, keys)
+            _draw(ax, run, panel, keys, reference)
         for ax in list(axes.flat)[len(drawable):]:
             ax.axis("off")
         fig.tight_layout()

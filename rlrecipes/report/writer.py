@@ -44,6 +44,9 @@ def headline_rows(head: dict) -> list[tuple[str, str]]:
         run_best = f"; this run's best: {head['best_accuracy']:.4f}" if "best_accuracy" in head else ""
         rows.append(("Published reference", f"{head['reference_accuracy']:.3f} -- {head['reference_what']} "
                      f"({head['reference_source']}){run_best}"))
+    if "reference_curve" in head:
+        rows.append(("Reference curve", f"`{head['reference_curve']}` (grey, in the validation plot) -- "
+                     f"{head['reference_curve_what']} ({head['reference_curve_source']})"))
     if "reward_metric" in head:
         rows.append((f"Reward (`{head['reward_metric']}`)", f"{head['start_reward']:.4f} -> {head['end_reward']:.4f}"))
     if head.get("last_step") is not None:

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Install the system packages the docker-marked tests need (a Docker daemon, iptables for its bridge,
 # debootstrap for stand-in base images, filesystem tools for size-capped volumes, Slurm and munge for the
-# private Slurm cluster that runs the docs' sbatch commands). Idempotent: packages
+# private Slurm cluster that runs the docs' sbatch commands, chromium for the report's browser test). Idempotent: packages
 # already present are not re-downloaded, so a second run costs a dpkg query.
 set -euo pipefail
 
-PACKAGES=(docker.io iptables debootstrap e2fsprogs btrfs-progs ca-certificates slurm-wlm munge)
+PACKAGES=(docker.io iptables debootstrap e2fsprogs btrfs-progs ca-certificates slurm-wlm munge chromium)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

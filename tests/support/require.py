@@ -24,11 +24,14 @@ TIERS = {
     "lint": "RLRECIPES_REQUIRE_LINT",
     # root + slurm-wlm + munge: a private Slurm cluster runs the docs' sbatch commands (tests/support/slurm.py)
     "slurm": "RLRECIPES_REQUIRE_SLURM",
+    # Debian's chromium (scripts/ci/install-system-deps.sh) driven by playwright (.venvs/dev): report.html
+    # rendered in a real browser
+    "browser": "RLRECIPES_REQUIRE_BROWSER",
     # an NVIDIA GPU and verl in the interpreter: set by `make test-gpu` (scripts/test-gpu.sh) inside an
     # image on a GPU host; CI has no GPU and does not set it
     "gpu": "RLRECIPES_REQUIRE_GPU",
 }
-CI_TIERS = ("verl", "docker", "fs", "ray", "compose", "lint", "slurm")
+CI_TIERS = ("verl", "docker", "fs", "ray", "compose", "lint", "slurm", "browser")
 
 
 def required(tier: str) -> bool:
