@@ -65,8 +65,9 @@ $(VENV)/.stamp: requirements/dev.txt pyproject.toml
 
 envs: $(VERL_STAMPS) ## build .venvs/verl-0.5.0, -0.8.0 and -0.9.1 (real verl, CPU torch) for validation
 
-$(VENVS)/verl-%/.stamp: requirements/verl-%-cpu.txt pyproject.toml
-	PYTHON=$(PYTHON) scripts/mkvenv.sh $(VENVS)/verl-$* requirements/verl-$*-cpu.txt --with-repo
+# uv from the test environment installs these (scripts/mkvenv.sh: MKVENV_UV), hence the order-only prerequisite.
+$(VENVS)/verl-%/.stamp: requirements/verl-%-cpu.txt pyproject.toml | $(VENV)/.stamp
+	PYTHON=$(PYTHON) MKVENV_UV=$(VENV)/bin/uv scripts/mkvenv.sh $(VENVS)/verl-$* requirements/verl-$*-cpu.txt --with-repo
 
 # ---- checks -----------------------------------------------------------------------------------------------
 test: env envs ## run the default CPU test suite (docker tests too when a daemon can be started)

@@ -124,11 +124,11 @@ def test_env_stamps_make_the_environments_idempotent(tmp_path):
     # A changed requirements file makes only its environment stale. `make -W FILE` treats FILE as just
     # modified, so this holds whatever the checkout's age (no stamp backdating against the clock).
     dry = make("-n", "-W", "requirements/verl-0.5.0-cpu.txt", "envs", f"VENVS={venvs}").stdout
-    assert [line.split()[1:] for line in dry.splitlines()] == [
+    assert [line.split()[2:] for line in dry.splitlines()] == [
         ["scripts/mkvenv.sh", f"{venvs}/verl-0.5.0", "requirements/verl-0.5.0-cpu.txt", "--with-repo"]]
     # pyproject.toml is an input of every environment: changing it makes all of them stale.
     dry = make("-n", "-W", "pyproject.toml", "env", "envs", f"VENVS={venvs}", f"VENV={venvs}/dev").stdout
-    assert [line.split()[2] for line in dry.splitlines()] == [
+    assert [line.split()[line.split().index("scripts/mkvenv.sh") + 1] for line in dry.splitlines()] == [
         f"{venvs}/dev", f"{venvs}/verl-0.5.0", f"{venvs}/verl-0.8.0", f"{venvs}/verl-0.9.1"]
 
 
