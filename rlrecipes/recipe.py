@@ -338,7 +338,8 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
             out["critic.model.use_remove_padding"] = False
     if profile.dtype == "fp32" and spec.fp32_by_config:
         # verl computes in bf16 unless told otherwise; these are its config-level FP32 switches
-        # (FACTS.md); the autocast sites that config cannot reach are patched in the P40 image.
+        # (fsdp_config.model_dtype and fsdp_config.mixed_precision, read by verl/workers/fsdp_workers.py); the
+        # autocast sites that config cannot reach are patched in the P40 image.
         fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
         out["+actor_rollout_ref.actor.fsdp_config.model_dtype"] = "fp32"
         out["+actor_rollout_ref.actor.fsdp_config.mixed_precision"] = fp32

@@ -276,7 +276,7 @@ def test_skip_rejects_unknown_site_names(tmp_path):
     assert result.returncode == 2 and "no-such-site" in result.stderr
 
 
-# Where verl 0.5.0 hard-codes a bf16 autocast on the P40 path (FACTS.md; read from verl's source, not
+# Where verl 0.5.0 hard-codes a bf16 autocast on the P40 path (read from verl 0.5.0's source, not
 # from the patch's own table): file -> the functions that hold one.
 AUTOCAST_SITES = {
     "workers/actor/dp_actor.py": ["_forward_micro_batch"],

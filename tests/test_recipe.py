@@ -77,7 +77,8 @@ def test_p40_recipe_is_fp32_eager_hf_with_critic():
     run = resolve("qwen2.5-0.5b-gsm8k-ppo", env=ENV)
     assert run.image.verl == "0.5.0" and run.use_critic
     assert run.get("actor_rollout_ref.rollout.name") == "hf"
-    # 0.5.0 honours only the underscored attention key (FACTS.md)
+    # 0.5.0 honours only the underscored attention key: verl/workers/fsdp_workers.py loads the config with
+    # attn_implementation="flash_attention_2", then update_model_config setattr()s each override key on it
     assert run.overrides["+actor_rollout_ref.model.override_config._attn_implementation"] == "eager"
     assert run.overrides["+critic.model.override_config._attn_implementation"] == "eager"
     assert run.get("actor_rollout_ref.actor.fsdp_config.model_dtype") == "fp32"

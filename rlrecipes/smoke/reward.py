@@ -1,7 +1,7 @@
 """The smoke runs' reward: the GSM8K strict score plus a small term that varies between responses.
 
 A random-weight model never answers correctly, so the plain GSM8K reward is 0 for every response;
-GRPO's group-normalised advantages are then all 0 and nothing trains (seen on a real GPU, FACTS.md).
+GRPO's group-normalised advantages are then all 0 and nothing trains (seen on a real GPU, docs/smoke.md).
 The extra term (0.1 x the share of digits among the response's characters) differs between random
 responses, so advantages are non-zero and the smoke run can check that the weights moved. It is only
 ever used by `rlrecipes smoke` (through REWARD_FN); the recipes' own reward stays the plain scorer.

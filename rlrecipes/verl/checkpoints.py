@@ -1,6 +1,7 @@
 """Read verl's checkpoint layout from disk: experiments, step directories, the resume tracker.
 
-What verl writes, and in what order (the same for the two pinned versions, 0.5.0 and 0.8.0):
+What verl writes, and in what order (verl 0.5.0 and 0.8.0; 0.9.1's `_save_checkpoint` writes data.pt and the
+tracker the same way, with 0.8.0's async_save exception):
 
 `RayPPOTrainer._save_checkpoint` (verl/trainer/ppo/ray_trainer.py) saves, for step N under
 `trainer.default_local_dir`:

@@ -68,7 +68,8 @@ class VerlSpec:
     # FP32 is set through the FSDP configs (model_dtype, mixed_precision) by the engine for fp32 profiles
     fp32_by_config: bool
     # FSDP1 + LoRA + HF rollout fails with "Must flatten tensors with uniform requires_grad when
-    # use_orig_params=False" unless use_orig_params is on (FACTS.md, seen on a real GPU)
+    # use_orig_params=False" unless use_orig_params is on (torch FSDP1's flat-parameter rule: LoRA leaves the base
+    # frozen in the same module as trainable adapters; seen on a real GPU)
     lora_hf_rollout_needs_orig_params: bool
     # how verl/check.py validates: "ray_trainer" (RayPPOTrainer._validate_config + the worker-side batch
     # checks, 0.5.0) or "validate_config" (verl.utils.config.validate_config + the rollout registry)
@@ -91,7 +92,9 @@ class VerlSpec:
 
 V0_5_0 = VerlSpec(
     version="0.5.0",
-    # FACTS: the key without the underscore is NOT honoured by 0.5.0
+    # Not the key without the underscore: 0.5.0's fsdp_workers.py loads the config with attn_implementation=
+    # "flash_attention_2" and update_model_config only setattr()s overrides, so `attn_implementation` would be
+    # a new, unread attribute; `_attn_implementation` is the one transformers reads
     attn_key="+actor_rollout_ref.model.override_config._attn_implementation",
     # honoured once the P40 patch reads the critic's override_config (released 0.5.0 hard-codes FA2)
     critic_attn_key="+critic.model.override_config._attn_implementation",

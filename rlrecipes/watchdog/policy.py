@@ -1,6 +1,7 @@
 """Pure decisions: which checkpoints are complete, which to delete, whether the tracker needs repair.
 
-Input is a snapshot read by layout.py plus the clock; output is a Plan that actions.py carries out.
+Input is a snapshot read by rlrecipes/verl/checkpoints.py (scan_root) plus the clock; output is a Plan that
+actions.py carries out.
 Nothing here touches the filesystem, so every rule is testable with literal cases.
 """
 

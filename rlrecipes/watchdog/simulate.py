@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_keep and len(saved) >= args.max_keep:
             import shutil
 
-            # verl keeps this list in memory and deletes only <step>/actor (FACTS.md)
+            # verl keeps this list in memory (CheckpointManager.previous_saved_paths) and deletes only
+            # <step>/actor (verl/utils/checkpoint/checkpoint_manager.py, remove_previous_save_local_path)
             for old in saved[: len(saved) - args.max_keep + 1]:
                 shutil.rmtree(old / "actor", ignore_errors=True)
             saved = saved[len(saved) - args.max_keep + 1:]

@@ -13,8 +13,10 @@ from rlrecipes.recipe import ResolvedRun
 from rlrecipes.verl.specs import attention_keys
 
 # ------------------------------------------------------------------------------ capability data
-# Minimum compute capability of each feature (FACTS.md: bf16 and FlashAttention-2 need Ampere; vLLM
-# needs Volta, SGLang sm_75; Triton -- and so torch.compile/inductor, Liger, fused kernels -- Volta).
+# Minimum compute capability of each feature: bf16 tensor cores and FlashAttention-2 need Ampere (sm_80;
+# FlashAttention's README: "Ampere, Ada, or Hopper GPUs"); vLLM needs Volta (its GPU installation docs:
+# compute capability 7.0 or higher), SGLang sm_75; Triton -- and so torch.compile/inductor, Liger, fused
+# kernels -- Volta (torch's inductor refuses older GPUs: "Triton only supports devices of CUDA Capability >= 7.0").
 MIN_CC = {
     "bf16": (8, 0),
     "flash_attention_2": (8, 0),
