@@ -1,4 +1,4 @@
-"""GPU tier: the real smoke run and the P40 fit proof. Skipped without an NVIDIA GPU (conftest), and
+"""GPU tier: the real smoke run, the learning canary and the P40 fit proof. Skipped without an NVIDIA GPU (conftest), and
 without verl in the running interpreter; `make test-gpu` runs them inside an image on a GPU host
 (scripts/test-gpu.sh), where RLRECIPES_REQUIRE_GPU=1 turns either skip into a failure.
 
@@ -48,6 +48,29 @@ def test_smoke_trains_kills_resumes_and_merges(tmp_path, verl_here):
                       "merge -> loadable model, weights moved", "rewards and losses logged"):
             assert (recipe, check) in names
     assert (tmp_path / "checkpoints" / "smoke-ppo" / "global_step_4" / "critic").is_dir()
+
+
+# The canary each image's stack runs: verl 0.5.0 (HF rollout) the PPO one, the vLLM images GRPO + LoRA.
+CANARY = {"0.5.0": ("canary-ppo", "any-1gpu"), "0.8.0": ("canary-grpo-lora", "any-1gpu-vllm"),
+          "0.9.1": ("canary-grpo-lora", "any-1gpu-hopper")}
+
+
+def test_the_canary_learns_from_nothing_to_its_verdict(tmp_path, verl_here):
+    """`rlrecipes reproduce` on this GPU: assets, training, merge, eval, report, and the recipe's expect:
+    contract met (a held-out gain of >= 15 points, the merged model scoring what the last step scored)."""
+    recipe, profile = CANARY[verl_here]
+    dirs = {name: str(tmp_path / name.lower().removesuffix("_dir"))
+            for name in ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "REPORTS_DIR")}
+    env = dict(os.environ, **dirs, RLRECIPES_HOME=str(REPO), WANDB_MODE="offline",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, "-m", "rlrecipes", "reproduce", recipe, "--profile", profile],
+                            capture_output=True, text=True, timeout=3600, cwd=REPO, env=env)
+    verdict = tmp_path / "log" / recipe / "expect.json"
+    assert verdict.is_file(), result.stdout[-4000:] + result.stderr[-4000:]
+    judged = json.loads(verdict.read_text())
+    missed = [c for c in judged["checks"] if c["status"] == "missed"]
+    assert result.returncode == 0 and judged["status"] == "met" and not missed, missed or result.stdout[-4000:]
+    assert (tmp_path / "reports" / recipe / "report.html").is_file()
 
 
 def test_p40_recipe_fits_in_24_gib(tmp_path, verl_here):
