@@ -126,3 +126,17 @@ def test_generate_with_given_position_ids_pins_new_tokens_to_the_last_prompt_pos
     assert pinned[1:] == [[[2], [5]]] * 3  # every new token at the last prompt position
     assert seen[0][0][3:] == [0, 1, 2] and seen[0][1] == [0, 1, 2, 3, 4, 5]
     assert seen[1:] == [[[3], [6]], [[4], [7]], [[5], [8]]]  # derived from the mask: they advance
+
+
+@pytest.mark.parametrize("command, flag", [("canary-assets", "--sft-rows"), ("canary-assets", "--dev-rows"),
+                                           ("smoke-assets", "--train-rows")])
+@pytest.mark.parametrize("count", ["0", str(10**12)])
+def test_row_counts_outside_what_fits_in_memory_are_refused_before_anything_is_written(tmp_path, capsys, command,
+                                                                                        flag, count):
+    """`canary-assets --sft-rows 1000000000000` built rows in memory until it held 15 GB."""
+    from rlrecipes.cli import main
+
+    assert main([command, "--out", str(tmp_path / "out"), flag, count]) == 2
+    err = capsys.readouterr().err
+    assert "row counts must be 1 .. 1,000,000" in err and flag in err
+    assert not (tmp_path / "out").exists()

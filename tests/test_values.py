@@ -84,11 +84,13 @@ def test_save_steps_match_the_list_verl_would_save_at(freq, total, expected):
 
 def test_a_trillion_epochs_plan_at_once_in_constant_memory():
     """`trainer.total_epochs=1000000000000` grew to 23 GB enumerating every save step and was killed."""
-    # The child reports its own peak: RUSAGE_CHILDREN in this process is the peak of every child any earlier
-    # test waited for (a 15 GB one in CI), not of this one.
-    code = ("import atexit, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31)); "
-            "atexit.register(lambda: print('maxrss-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
-            "file=sys.stderr)); from rlrecipes.cli import main; sys.exit(main(sys.argv[1:]))")
+    # The child reports its own peak, VmHWM of its own address space. getrusage's ru_maxrss is no measure of it:
+    # Linux carries the forking process's high-water mark into the child across exec (pytest's own, 15 GB in
+    # one CI run, once a fuzzed canary-assets had built rows in memory).
+    code = ("import atexit, re, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31)); "
+            "atexit.register(lambda: print('maxrss-kib', re.search(r'VmHWM:\\s+(\\d+)', "
+            "open('/proc/self/status').read()).group(1), file=sys.stderr)); "
+            "from rlrecipes.cli import main; sys.exit(main(sys.argv[1:]))")
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code, "plan", PPO, "trainer.total_epochs=1000000000000", "--json"],
                           capture_output=True, text=True, timeout=120, cwd=REPO, env={"PYTHONPATH": str(REPO),

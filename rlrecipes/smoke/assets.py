@@ -183,6 +183,16 @@ def _replace_dir(tmp: Path, final: Path) -> None:
         tmp.rename(final)
 
 
+# Most rows an asset builder makes of one kind: the rows are built in memory (a count of 10^12 once took 15 GB
+# before anything failed); the canary needs 60,000 SFT rows, the smoke runs a few hundred.
+MAX_ROWS = 1_000_000
+
+
+def check_row_counts(where: str, *counts: int) -> None:
+    if not all(1 <= n <= MAX_ROWS for n in counts):
+        raise RecipeError(f"row counts must be 1 .. {MAX_ROWS:,}, not {', '.join(map(str, counts))}", where=where)
+
+
 def asset_dirs(out: Path | None, models_dir: Path | None, data_dir: Path | None) -> tuple[Path, Path]:
     """Where an asset builder writes: OUT/models and OUT/data, unless given apart (a recipe's MODELS_DIR and
     DATA_DIR need not be siblings); both are created."""
@@ -209,8 +219,7 @@ def build_assets(out: Path | None, arch_name: str = "tiny", seed: int = 0, train
     if arch_name not in ARCHITECTURES:
         raise RecipeError(f"unknown architecture {arch_name!r}", where="--arch",
                           hint=f"choose from: {', '.join(sorted(ARCHITECTURES))}")
-    if train_rows < 1 or test_rows < 1:
-        raise RecipeError("row counts must be positive", where="--train-rows/--test-rows")
+    check_row_counts("--train-rows/--test-rows", train_rows, test_rows)
     arch = ARCHITECTURES[arch_name]
     models_dir, data_dir = asset_dirs(out, models_dir, data_dir)
     model_dir, ds_dir = models_dir / model_dir_name(arch_name), data_dir / SMOKE_DATA_DIR

@@ -32,7 +32,7 @@ from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.models import ARCHITECTURES
 from rlrecipes.smoke.assets import (IM_END, _read_manifest, _replace_dir, asset_dir_arguments, asset_dirs, build_model,
-                                    build_tokenizer)
+                                    build_tokenizer, check_row_counts)
 
 CANARY_MODEL_DIR = "canary-qwen2"
 CANARY_DATA_DIR = "canary-gsm8k"
@@ -148,8 +148,7 @@ def build_canary(out: Path | None, *, models_dir: Path | None = None, data_dir: 
     start accuracy)."""
     if not 0 <= band[0] < band[1] <= 1:
         raise RecipeError(f"start band {band} is not 0 <= low < high <= 1", where="--band")
-    if min(train_rows, test_rows, sft_rows, dev_rows) < 1:
-        raise RecipeError("row counts must be positive", where="--train-rows/--test-rows/--sft-rows/--dev-rows")
+    check_row_counts("--train-rows/--test-rows/--sft-rows/--dev-rows", train_rows, test_rows, sft_rows, dev_rows)
     models_dir, data_dir = asset_dirs(out, models_dir, data_dir)
     model_dir, ds_dir = models_dir / CANARY_MODEL_DIR, data_dir / CANARY_DATA_DIR
     settings = {"kind": "canary", "seed": seed, "train_rows": train_rows, "test_rows": test_rows,
