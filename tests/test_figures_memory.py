@@ -13,26 +13,44 @@ from rlrecipes.recipe import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 FIT = json.loads((REPO / "docs" / "bench" / "gpu-data" / "fit-p40-ppo-cap24.json").read_text())
+FIT_3B = json.loads((REPO / "docs" / "bench" / "gpu-data" / "fit-a100-grpo-lora-3b-cap80.json").read_text())
 # planner phase -> the fit's phase name
 PHASES = {"rollout": "rollout", "log_prob": "old_log_prob", "update_actor": "update_actor",
           "update_critic": "update_critic"}
 
 
-def planner_tensors() -> dict[str, str]:
-    estimate = estimate_memory(resolve("qwen2.5-0.5b-gsm8k-ppo", env={}))
-    return {phase: f"{estimate.phase_gib(phase) - CONTEXT_GIB:.2f}" for phase in PHASES}
+def planner_tensors(fit: dict = FIT) -> dict[str, str]:
+    """The planner's live tensors per phase for the settings the fit ran (the P40 recipe as shipped; the 3B
+    recipe's training side with the fit's profile and overrides)."""
+    run = resolve(fit["recipe"], profile=fit.get("profile"), overrides=fit.get("overrides", []), env={})
+    estimate = estimate_memory(run)
+    return {phase: f"{estimate.phase_gib(phase) - CONTEXT_GIB:.2f}" for phase in PHASES if phase in estimate.phases}
 
 
-def measured() -> dict[str, str]:
-    return {phase: f"{FIT['phase_peaks_gib'][name]['allocated']:.2f}" for phase, name in PHASES.items()}
+def measured(fit: dict = FIT) -> dict[str, str]:
+    return {phase: f"{fit['phase_peaks_gib'][name]['allocated']:.2f}" for phase, name in PHASES.items()
+            if name in fit["phase_peaks_gib"]}
+
+
+def table(heading: str) -> dict[str, list[str]]:
+    text = (REPO / "docs" / "bench" / "preflight.md").read_text()
+    section = text.split(heading, 1)[1].split("###", 1)[0]
+    rows = [[c.strip().strip("*") for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and "GiB" not in line and "---" not in line]
+    return {row[0].split(" ")[0]: row for row in rows}
+
+
+def test_the_3b_training_side_table_is_the_planner_and_the_fit():
+    by_phase, planned, seen = table("### qwen2.5-3b-gsm8k-grpo-lora training side"), planner_tensors(FIT_3B), \
+        measured(FIT_3B)
+    for phase in ("rollout", "log_prob", "update_actor"):
+        assert by_phase[phase][1] == seen[phase] and by_phase[phase][4].split(" ")[0] == planned[phase], phase
+    summary = (REPO / "docs" / "benchmarks.md").read_text()
+    assert f"{float(planned['update_actor']):.1f} vs {float(seen['update_actor']):.1f} GiB" in summary
 
 
 def test_the_preflight_record_table_is_the_planner_and_the_fit():
-    text = (REPO / "docs" / "bench" / "preflight.md").read_text()
-    section = text.split("### qwen2.5-0.5b-gsm8k-ppo", 1)[1].split("###", 1)[0]
-    rows = [[c.strip().strip("*") for c in line.strip("|").split("|")] for line in section.splitlines()
-            if line.startswith("| ") and "GiB" not in line and "---" not in line]
-    by_phase = {row[0].split(" ")[0]: row for row in rows}
+    by_phase = table("### qwen2.5-0.5b-gsm8k-ppo")
     planned, seen = planner_tensors(), measured()
     for phase in PHASES:
         row = by_phase[phase]
