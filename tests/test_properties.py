@@ -235,6 +235,12 @@ COMMAND_NAMES = [name for name in COMMANDS if name not in SKIPPED]
 HEAVY = {"smoke-assets": 2, "canary-assets": 4, "data": 2, "validate": 2, "render": 2, "launchers": 4, "recipes": 4}  # slower ones
 
 
+def _stand_in_model(arch, tokenizer, out_dir, seed, dtype="float32"):
+    """What the asset builders' build_model leaves behind, without building it: a model directory."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "config.json").write_text("{}")
+
+
 @pytest.mark.parametrize("name", COMMAND_NAMES)
 def test_any_arguments_end_cleanly(env, monkeypatch, name):
     if name == "smoke-assets":
@@ -242,11 +248,7 @@ def test_any_arguments_end_cleanly(env, monkeypatch, name):
         # stand-in writes its directory, so the examples exercise arguments, paths and replacement.
         import rlrecipes.smoke.assets as assets
 
-        def fake_model(arch, tokenizer, out_dir, seed, dtype="float32"):
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-            (Path(out_dir) / "config.json").write_text("{}")
-
-        monkeypatch.setattr(assets, "build_model", fake_model)
+        monkeypatch.setattr(assets, "build_model", _stand_in_model)
         monkeypatch.setattr(assets, "build_tokenizer", lambda *a, **k: None)
     if name == "canary-assets":
         # The warm start trains a model for up to --sft-steps steps and the start accuracy generates 512
@@ -255,11 +257,7 @@ def test_any_arguments_end_cleanly(env, monkeypatch, name):
         import rlrecipes.evaluate as evaluate
         import rlrecipes.smoke.canary as canary
 
-        def fake_model(arch, tokenizer, out_dir, seed, dtype="float32"):
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-            (Path(out_dir) / "config.json").write_text("{}")
-
-        monkeypatch.setattr(canary, "build_model", fake_model)
+        monkeypatch.setattr(canary, "build_model", _stand_in_model)
         monkeypatch.setattr(canary, "build_tokenizer", lambda *a, **k: None)
         monkeypatch.setattr(canary, "warm_start", lambda *a, **k: {"steps": 0, "seconds": 0.0, "history": []})
         monkeypatch.setattr(evaluate, "fast_eval", lambda *a, **k: {"n": 1, "accuracy": 0.0, "flexible_accuracy": 0.0})
