@@ -27,6 +27,12 @@ RLRECIPES_VLLM_SAMPLING='{"detokenize": false}'
     measured the rollout without vLLM's per-token detokenization (verl reads only token ids; verl
     PR #7679), which the image now ships as an anchored edit (scripts/patch_verl_hopper.py, applied by
     hopper-3b.sh too); `{"detokenize": true}` measures the rollout as verl releases it.
+RLRECIPES_FREEZE_ROLLOUT_ADAPTER=1
+    A negative control, never a fix: verl >= 0.9 with LoRA and a vLLM rollout keeps sending the adapter
+    at every weight sync, but vLLM is handed the adapter of the FIRST sync again each time (a fresh LoRA
+    adapter, B = 0: the base model). The rollout samples from the initial policy while the actor trains --
+    the stale-adapter failure of verl #6782 / #7495, made on purpose so that the canary's contract can be
+    shown to catch it. Base-weight syncs pass unchanged.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ _PHASE_LOG = os.environ.get("RLRECIPES_PHASE_LOG")
 _PHASE_MARKS = os.environ.get("RLRECIPES_PHASE_MARKS")
 _AGENT_MARKS = os.environ.get("RLRECIPES_AGENT_MARKS")
 _VLLM_SAMPLING = os.environ.get("RLRECIPES_VLLM_SAMPLING")
+_FREEZE_ADAPTER = os.environ.get("RLRECIPES_FREEZE_ROLLOUT_ADAPTER") == "1"
 
 PHASES = {
     "ActorRolloutRefWorker": {
@@ -248,6 +255,28 @@ def _vllm_sampling(module):
     print(f"[rlrecipes-gpu] pid {os.getpid()}: vLLM requests get {extra}", file=sys.stderr, flush=True)
 
 
+def _freeze_rollout_adapter(module):
+    import functools
+
+    cls = module.vLLMColocateWorkerExtension  # mixed into every vLLM worker (verl/workers/rollout/vllm_rollout/utils.py)
+    method = cls._update_weights
+    first: dict = {}
+
+    @functools.wraps(method)
+    def _update_weights(self, weights, peft_config, base_sync_done):
+        if peft_config and base_sync_done:  # an adapter sync (the same test verl's method makes)
+            weights = list(weights)
+            if "weights" not in first:
+                first["weights"] = [(name, tensor.clone()) for name, tensor in weights]
+                print(f"[rlrecipes-gpu] pid {os.getpid()}: control: vLLM keeps this first adapter "
+                      f"({len(weights)} tensors) for the whole run", file=sys.stderr, flush=True)
+            else:
+                weights = [(name, tensor.clone()) for name, tensor in first["weights"]]
+        return method(self, weights, peft_config, base_sync_done)
+
+    cls._update_weights = _update_weights
+
+
 def _mark_replay_buffer(module):
     for cls in vars(module).values():
         if isinstance(cls, type) and cls.__module__ == module.__name__ and "_wait_for_next_poll" in cls.__dict__:
@@ -270,6 +299,8 @@ if _AGENT_MARKS:
     _hooks["verl.workers.rollout.llm_server"] = _mark_llm_client
     _hooks["verl.trainer.ppo.v1.replay_buffer"] = _mark_replay_buffer
     _server_hooks.append(_mark_vllm_server)  # outermost: its span covers the sampling change too
+if _FREEZE_ADAPTER:
+    _hooks["verl.workers.rollout.vllm_rollout.utils"] = _freeze_rollout_adapter
 if _server_hooks:
     _hooks["verl.workers.rollout.vllm_rollout.vllm_async_server"] = lambda module: [h(module) for h in _server_hooks]
 if _hooks:
