@@ -79,6 +79,18 @@ class VerlSpec:
     # with) takes the old log-probs' entropy over every padded position under bf16 autocast (fp32 softmax and
     # logsumexp) and an unpadded copy of the logits; measured on an H200 (docs/bench/gpu-hopper-3b.md)
     engine_logits: bool = False
+    # the reward loop (verl/experimental/reward_loop/reward_manager/naive.py, 0.8+) adds acc = score beside
+    # every sample's plain float score, and validation files its core metric under the first of "acc" /
+    # "reward" it finds (`core_var` in ray_trainer.py, and v1/trainer_base.py in 0.9.1): so the validation
+    # reward a recipe names as val-core/<source>/reward/mean@N is logged as val-aux/<source>/reward/mean@N
+    # (val-core holds the same number as acc). Seen in the canary's H200 logs (docs/bench/gpu-canary.md).
+    validation_reward_aux: bool = False
+
+    def logged_metric(self, metric: str) -> str:
+        """The name under which this verl logs `metric` (a name as a recipe's contract writes it)."""
+        if self.validation_reward_aux and metric.startswith("val-core/") and "/reward/" in metric:
+            return "val-aux/" + metric.removeprefix("val-core/")
+        return metric
 
     @property
     def hf_rollout(self) -> bool:
@@ -128,6 +140,7 @@ V0_8_0 = VerlSpec(
     fp32_by_config=False,
     lora_hf_rollout_needs_orig_params=False,
     validator="validate_config",
+    validation_reward_aux=True,
     # packed micro batches by default from 0.6 on (hf_model.yaml); the critic follows the actor
     defaults={**COMMON_DEFAULTS, "actor_rollout_ref.model.use_remove_padding": True,
               "critic.model.use_remove_padding": True},
