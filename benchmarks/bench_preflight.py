@@ -36,7 +36,7 @@ def build_assets(root: Path) -> dict[str, str]:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from rlrecipes.data.gsm8k import write_dataset
-    from rlrecipes.models import ARCHITECTURES
+    from rlrecipes.plan.architectures import ARCHITECTURES
     from rlrecipes.smoke.assets import CHAT_TEMPLATE, SPECIAL_TOKENS, synthetic_problems
 
     env = {"MODELS_DIR": str(root / "models"), "DATA_DIR": str(root / "data"), "CKPT_DIR": str(root / "ckpt"),
@@ -82,7 +82,7 @@ def time_checks(env: dict[str, str]) -> dict[str, float]:
     from rlrecipes.preflight.checks import CHECKS, Context
     from rlrecipes.preflight.host import gather_host_facts
     from rlrecipes.preflight.inventory import load_inventory
-    from rlrecipes.recipe import resolve
+    from rlrecipes.recipe.load import resolve
 
     run = resolve(RECIPE, env=env)
     ctx = Context(run, load_inventory(INVENTORY),

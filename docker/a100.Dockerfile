@@ -1,6 +1,6 @@
 # A100 / H100 image: verl 0.8.0 + vLLM 0.11.0 + FlashAttention-2 on CUDA 12.8, Python 3.12, torch 2.8.0.
 # Build:  make build-a100     (docker build -f docker/a100.Dockerfile -t rlrecipes/a100:<tag> .)
-# Every version below is an ARG with a pinned default; rlrecipes/images.py holds the same numbers and
+# Every version below is an ARG with a pinned default; rlrecipes/recipe/images.py holds the same numbers and
 # tests/test_images.py checks they agree. Python packages come from docker/a100.lock (hashes, no resolver).
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 PYTHON_SOURCE=base (docs/images.md).
 # RunPod variant (`make build-runpod`): BASE_IMAGE=runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404 PYTHON_SOURCE=base
@@ -67,7 +67,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 # Dependencies before source: this layer is rebuilt only when the lock changes.
 COPY docker/a100.lock /opt/rlrecipes/docker/a100.lock
 COPY scripts/install-lock.py /opt/rlrecipes/scripts/install-lock.py
-COPY rlrecipes/images.py /opt/rlrecipes/rlrecipes/images.py
+COPY rlrecipes/recipe/images.py /opt/rlrecipes/rlrecipes/recipe/images.py
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then set -- --skip-gpu; fi; \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/a100.lock "$@"
@@ -105,7 +105,7 @@ assert torch.version.cuda.startswith('12.8'), torch.version.cuda; \
 assert vllm.__version__ == '${VLLM_VERSION}', vllm.__version__; \
 assert verl.__version__ == '${VERL_VERSION}', verl.__version__; \
 print('torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__)" \
-    && python /opt/rlrecipes/rlrecipes/images.py check-torch a100
+    && python /opt/rlrecipes/rlrecipes/recipe/images.py check-torch a100
 
 # The project itself last: editing a recipe rebuilds only these layers.
 # README.m[d]: setuptools reads it for the package metadata; the glob keeps a checkout without it buildable.

@@ -1,7 +1,7 @@
 # Hopper (and newer) image: verl 0.9.1 + vLLM 0.24.0 on CUDA 13.0, Python 3.12, torch 2.11.0. For H100/H200
 # (sm_90) and newer GPUs on NVIDIA drivers >= 580 (CUDA 13.x); the A100 image stays on CUDA 12.8 / verl 0.8.0.
 # Build:  make build-hopper   (docker build -f docker/hopper.Dockerfile -t rlrecipes/hopper:<tag> .)
-# Every version below is an ARG with a pinned default; rlrecipes/images.py holds the same numbers and
+# Every version below is an ARG with a pinned default; rlrecipes/recipe/images.py holds the same numbers and
 # tests/test_images.py checks they agree. Python packages come from docker/hopper.lock (hashes, no resolver):
 # verl's own `vllm` extra, which pins exactly torch 2.11.0, vLLM 0.24.0 and transformers 5.9.0.
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 PYTHON_SOURCE=base (docs/images.md).
@@ -71,7 +71,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 # Dependencies before source: this layer is rebuilt only when the lock changes.
 COPY docker/hopper.lock /opt/rlrecipes/docker/hopper.lock
 COPY scripts/install-lock.py /opt/rlrecipes/scripts/install-lock.py
-COPY rlrecipes/images.py /opt/rlrecipes/rlrecipes/images.py
+COPY rlrecipes/recipe/images.py /opt/rlrecipes/rlrecipes/recipe/images.py
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then set -- --skip-gpu; fi; \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/hopper.lock "$@"
@@ -109,7 +109,7 @@ assert vllm.__version__ == '${VLLM_VERSION}', vllm.__version__; \
 assert verl.__version__ == '${VERL_VERSION}', verl.__version__; \
 assert transformers.__version__ == '${TRANSFORMERS_VERSION}', transformers.__version__; \
 print('torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__)" \
-    && python /opt/rlrecipes/rlrecipes/images.py check-torch hopper
+    && python /opt/rlrecipes/rlrecipes/recipe/images.py check-torch hopper
 
 # The project itself last: editing a recipe rebuilds only these layers.
 # README.m[d]: setuptools reads it for the package metadata; the glob keeps a checkout without it buildable.

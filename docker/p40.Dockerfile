@@ -4,7 +4,7 @@
 # Build:  make build-p40     (docker build -f docker/p40.Dockerfile -t rlrecipes/p40:<tag> .)
 # No vLLM (needs sm_70+), no flash-attn (needs sm_80; importing it would also switch verl to Triton kernels,
 # which need sm_70+). verl is patched for sm_61 by scripts/patch_verl_p40.py right after it is installed.
-# Every version is an ARG with a pinned default that rlrecipes/images.py repeats (tests/test_images.py).
+# Every version is an ARG with a pinned default that rlrecipes/recipe/images.py repeats (tests/test_images.py).
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 (docs/images.md).
 # scripts/build-image.sh passes BASE_IMAGE=<this>@sha256:... when docker/bases.lock pins it (`make lock`).
 ARG BASE_IMAGE=nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04
@@ -54,11 +54,11 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:${PATH}
 
 # torch first, exact version from the PyTorch index (it brings its own CUDA 11.8 runtime wheels). The arch check
-# (rlrecipes/images.py: torch_runs_on, unit-tested) reads the compiled kernel list -- torch.cuda.get_arch_list()
+# (rlrecipes/recipe/images.py: torch_runs_on, unit-tested) reads the compiled kernel list -- torch.cuda.get_arch_list()
 # is empty without a GPU, as in every docker build -- and accepts sm_60/sm_61 cubins or compute_6x PTX.
 # With docker/p40-torch.lock produced (`make lock`: uv, the PyTorch index as an explicit index), every wheel is
 # checked against its hash; a lock that was never produced leaves the version pin alone, and the log says so.
-COPY rlrecipes/images.py /opt/rlrecipes/rlrecipes/images.py
+COPY rlrecipes/recipe/images.py /opt/rlrecipes/rlrecipes/recipe/images.py
 COPY docker/p40-torch.lock /opt/rlrecipes/docker/p40-torch.lock
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then echo "SKIP_GPU_WHEELS=1: no torch"; exit 0; fi; \
@@ -70,7 +70,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
       pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}+${TORCH_CUDA}"; \
     fi \
     && python -c "import torch; assert torch.version.cuda == '11.8', torch.version.cuda" \
-    && python /opt/rlrecipes/rlrecipes/images.py check-torch p40
+    && python /opt/rlrecipes/rlrecipes/recipe/images.py check-torch p40
 
 # Dependencies before source: this layer is rebuilt only when the lock changes.
 COPY docker/p40.lock /opt/rlrecipes/docker/p40.lock

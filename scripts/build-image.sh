@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Build one image from docker/<name>.Dockerfile, tagged as rlrecipes/images.py says.
+# Build one image from docker/<name>.Dockerfile, tagged as rlrecipes/recipe/images.py says.
 #   build-image.sh a100|hopper|p40|watchdog [--standin] [--runpod] [extra docker build args...]
 # --standin: CI mode against the stand-in base images (scripts/ci/standin-bases.sh): no GPU wheels, the
 # base's own Python; tagged rlrecipes/<name>:standin so it can never be mistaken for the real image.
-# --runpod (a100, hopper): on RunPod's PyTorch base (rlrecipes/images.py RUNPOD_BASES), whose /start.sh gives SSH
+# --runpod (a100, hopper): on RunPod's PyTorch base (rlrecipes/recipe/images.py RUNPOD_BASES), whose /start.sh gives SSH
 # and Jupyter on a pod; tagged <tag>-runpod.
 set -euo pipefail
 
@@ -26,13 +26,13 @@ dockerfile="$repo/docker/$name.Dockerfile"
 
 case "$name" in
     watchdog) tag="rlrecipes/watchdog:py3.12" ;;
-    # rlrecipes/images.py is stdlib only: any python3 reads it, no environment needed.
-    *) tag=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'import sys; from rlrecipes.images import IMAGES; print(IMAGES[sys.argv[1]].tag)' "$name") ;;
+    # rlrecipes/recipe/images.py is stdlib only: any python3 reads it, no environment needed.
+    *) tag=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'import sys; from rlrecipes.recipe.images import IMAGES; print(IMAGES[sys.argv[1]].tag)' "$name") ;;
 esac
 
 args=()
 if [ "$runpod" = 1 ]; then
-    base=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'import sys; from rlrecipes.images import RUNPOD_BASES; print(RUNPOD_BASES[sys.argv[1]])' "$name")
+    base=$(PYTHONPATH="$repo" "${RLRECIPES_PYTHON:-python3}" -c 'import sys; from rlrecipes.recipe.images import RUNPOD_BASES; print(RUNPOD_BASES[sys.argv[1]])' "$name")
     tag="$tag-runpod"
     args+=(--build-arg PYTHON_SOURCE=base)
 else

@@ -15,7 +15,7 @@
 #   preflight  check GPUs, memory, disk, shm, model and data
 #   eval       `rlrecipes eval ARGS`, its fast in-repo check on the recipe's own validation file
 #   reproduce  `rlrecipes reproduce`: assets or data, model -> resume -> merge -> eval -> report -> expect, each
-#              through this script again, resumable (rlrecipes/reproduce.py)
+#              through this script again, resumable (rlrecipes/launch/reproduce.py)
 #   shell      an interactive shell (or, on RunPod, keep the pod alive for SSH/Jupyter)
 #   any other rlrecipes command (merge, report, smoke, watchdog, env, ... see `rlrecipes --help`) runs with ARGS;
 #   anything else is run as a command, e.g. `entrypoint.sh python3 -c 'import verl'`.
@@ -57,7 +57,7 @@ profile_args() {
 recipe_field() {
     python3 -c 'import sys
 from rlrecipes.errors import RecipeError
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.load import resolve
 try:
     value = resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[])
 except RecipeError as exc:
@@ -71,7 +71,7 @@ print(value)' "$RECIPE" "$PROFILE" "$1"
 recipe_value() {
     python3 -c 'import sys
 from rlrecipes.errors import RecipeError
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.load import resolve
 try:
     print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).get(sys.argv[3]))
 except RecipeError as exc:

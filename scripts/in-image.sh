@@ -22,7 +22,7 @@ command -v docker >/dev/null || { echo "error: docker not found; install Docker 
 # The recipe engine picks the image family (a100, p40); the light host environment has it, torch-free.
 python=$("$repo/scripts/host-python.sh")
 family=$("$python" -c 'import sys
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.load import resolve
 print(resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[]).image.name)' "$RECIPE" "$PROFILE")
 
 gpus=${GPUS:-all}

@@ -28,7 +28,7 @@ compose_profiles() {
     done
 }
 
-shell_scripts=(scripts/*.sh scripts/ci/*.sh scripts/gpu/*.sh .ci/run deploy/slurm/*.sbatch)
+shell_scripts=(scripts/*.sh scripts/ci/*.sh benchmarks/gpu/*.sh .ci/run deploy/slurm/*.sbatch)
 mapfile -t launchers < <(find recipes -maxdepth 1 -name '*.sh' | sort)
 
 check hadolint hadolint docker/*.Dockerfile

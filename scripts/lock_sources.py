@@ -128,7 +128,7 @@ def base_images() -> list[str]:
     import sys
 
     sys.path.insert(0, str(REPO))
-    from rlrecipes.images import RUNPOD_BASES
+    from rlrecipes.recipe.images import RUNPOD_BASES
 
     return sorted(dockerfile_bases() | set(RUNPOD_BASES.values()))
 

@@ -105,8 +105,8 @@ forced() { case " $FORCE_STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; 
 # dataset name, dataset dir, template, model dir, total training steps -- from the recipe engine.
 recipe_fields() {
     "$RLRECIPES_PYTHON" -c 'import sys
-from rlrecipes.plan import build_plan
-from rlrecipes.recipe import resolve
+from rlrecipes.plan.plan import build_plan
+from rlrecipes.recipe.load import resolve
 run = resolve(sys.argv[1], profile=sys.argv[2] or None, overrides=[])
 d = run.recipe.dataset
 print(d.name, d.dir_name, d.template, run.recipe.model.dir_name, build_plan(run).schedule.total_steps)' \

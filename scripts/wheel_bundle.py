@@ -3,7 +3,7 @@
 
 Pack (on a machine with internet):
 
-    python3 scripts/wheel_bundle.py pack -r docker/hopper.lock --skip-file scripts/gpu/h200-host-provides.txt \
+    python3 scripts/wheel_bundle.py pack -r docker/hopper.lock --skip-file benchmarks/gpu/h200-host-provides.txt \
         --build antlr4-python3-runtime --lzma vllm --out bundle/
 
   1. reads the pins (NAME==VERSION lines, `--hash=` continuation lines of a hashed lock honoured) and

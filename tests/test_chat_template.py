@@ -189,7 +189,7 @@ def test_generation_blocks_compile_and_render_their_content():
 
 
 def test_template_kwargs_come_from_the_run(tmp_path):
-    from rlrecipes.recipe import resolve
+    from rlrecipes.recipe.load import resolve
 
     env = {k: str(tmp_path) for k in ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR")}
     run = resolve("qwen2.5-3b-gsm8k-grpo-lora", overrides=["+data.apply_chat_template_kwargs.enable_thinking=false"],
@@ -204,7 +204,7 @@ def test_template_kwargs_come_from_the_run(tmp_path):
 # ------------------------------------------------------------------------------ preflight checks
 def _run_with_model(tmp_path: Path, tokenizer_json: Path, template: str, overrides: list[str]):
     from rlrecipes.data.gsm8k import write_dataset
-    from rlrecipes.recipe import resolve
+    from rlrecipes.recipe.load import resolve
 
     env = {k: str(tmp_path / k.lower()) for k in ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR")}
     run = resolve("qwen2.5-3b-gsm8k-grpo-lora", overrides=overrides, env=env)

@@ -111,7 +111,7 @@ def test_help_shows_the_conventions():
 
 # ------------------------------------------------------------------------------------ --json
 def test_recipes_json_lists_every_recipe_and_profile(capsys):
-    from rlrecipes.recipe import list_profiles, list_recipes
+    from rlrecipes.recipe.load import list_profiles, list_recipes
 
     assert main(["recipes", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

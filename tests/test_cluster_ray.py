@@ -1,6 +1,6 @@
 """Multi-node over Ray, without GPUs: a real two-node Ray cluster on loopback, started with the image's
 own scripts/ray-node.sh (head + worker, distinct ports, 4 declared GPUs each), reached through
-rlrecipes.cluster -- the code the launch path runs before `python -m verl.trainer.main_ppo`.
+rlrecipes.launch.cluster -- the code the launch path runs before `python -m verl.trainer.main_ppo`.
 
 Loopback: Ray rewrites a node address of 127.0.0.1 to the host's routable IP
 (ray._private.services.resolve_ip_for_localhost) and its loopback-only switch refuses a second node,
@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from support.require import skip_or_fail
 
-from rlrecipes.cluster import NodeInfo, Requirement, capacity_problems, check_cluster, requirement_for
+from rlrecipes.launch.cluster import NodeInfo, Requirement, capacity_problems, check_cluster, requirement_for
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.load import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 NODE_IP = "127.0.0.2"
@@ -91,7 +91,7 @@ def test_ray_init_refusal_is_a_clear_stage_failure(monkeypatch):
     (a dying head, a version mismatch: the GCS port answers but ray.init cannot connect) is reported."""
     import ray
 
-    from rlrecipes import cluster
+    from rlrecipes.launch import cluster
 
     monkeypatch.setattr(cluster, "_probe", lambda address, wait_s: None)
 
@@ -303,9 +303,9 @@ def test_ray_init_kwargs_match_verls_own_call(run_in_verl, version, recipe, prof
     """Run verl's real run_ppo on the composed config with ray.init intercepted: our kwargs must equal it."""
     code = textwrap.dedent(f"""
         import json, ray
-        from rlrecipes.recipe import resolve
+        from rlrecipes.recipe.load import resolve
         from rlrecipes.verl.check import _compose
-        from rlrecipes.cluster import ray_init_kwargs
+        from rlrecipes.launch.cluster import ray_init_kwargs
         run = resolve({recipe!r}, profile={profile!r}, overrides={overrides!r})
         ours, notes = ray_init_kwargs(run)
         assert not notes, notes

@@ -16,8 +16,8 @@ from support.require import skip_or_fail
 import yaml
 from support.docker import compose_binary, docker_env  # noqa: F401
 
-from rlrecipes.images import IMAGES
-from rlrecipes.recipe import load_profile, load_recipe
+from rlrecipes.recipe.images import IMAGES
+from rlrecipes.recipe.load import load_profile, load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINERS = {"a100-grpo": ("a100", "qwen2.5-3b-gsm8k-grpo-lora"), "p40-ppo": ("p40", "qwen2.5-0.5b-gsm8k-ppo"),

@@ -1,5 +1,5 @@
 """A real `docker build` of both GPU Dockerfiles against the stand-in base images (Debian, no CUDA) with
-SKIP_GPU_WHEELS=1, then the built images are run: versions and labels agree with rlrecipes/images.py, every
+SKIP_GPU_WHEELS=1, then the built images are run: versions and labels agree with rlrecipes/recipe/images.py, every
 non-GPU package is installed at exactly its lock version, the P40 verl patch is applied, and the entry point
 behaves (RunPod's /start.sh, stage errors, the data stage end to end on fixture data).
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support.docker import docker_env  # noqa: F401
 
-from rlrecipes.images import IMAGES
+from rlrecipes.recipe.images import IMAGES
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))

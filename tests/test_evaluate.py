@@ -12,7 +12,7 @@ import pytest
 
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
-from rlrecipes.evaluate import (
+from rlrecipes.after.evaluate import (
     Row, eval_table, find_results, lm_eval_command, load_results, parse_results, score_responses, table_cells,
 )
 
@@ -217,7 +217,7 @@ def test_report_includes_eval_table(tmp_path):
     ("{broken", True, None),
 ])
 def test_baseline_from_merge_info(tmp_path, info, base_exists, expected):
-    from rlrecipes.evaluate import baseline_from_merge_info
+    from rlrecipes.after.evaluate import baseline_from_merge_info
 
     base = tmp_path / "base"
     if base_exists:
@@ -242,7 +242,7 @@ def test_baseline_from_merge_info(tmp_path, info, base_exists, expected):
     (None, None),
 ])
 def test_dtype_from_merge_info(tmp_path, content, expected):
-    from rlrecipes.evaluate import dtype_from_merge_info
+    from rlrecipes.after.evaluate import dtype_from_merge_info
 
     if content is not None:
         (tmp_path / "merge-info.json").write_text(content)

@@ -14,8 +14,8 @@ import yaml
 from rlrecipes import reference
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
-from rlrecipes.expect import MET, MISSED, NOT_MEASURED, Figure, NotMeasured
-from rlrecipes.recipe import list_recipes, load_recipe
+from rlrecipes.after.expect import MET, MISSED, NOT_MEASURED, Figure, NotMeasured
+from rlrecipes.recipe.load import list_recipes, load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "expect"
@@ -417,8 +417,8 @@ def test_canary_style_contract_without_eval_is_not_measured(home, capsys, tmp_pa
 
 # ------------------------------------------------------------------------------------ judge(), edge cases
 def judged(steps: dict[int, dict[str, float]], profile: str = "a100-80gb"):
-    from rlrecipes.expect import judge
-    from rlrecipes.recipe import resolve
+    from rlrecipes.after.expect import judge
+    from rlrecipes.recipe.load import resolve
     from rlrecipes.report.metrics import Launch, combine
 
     run = combine([Launch(Path(f"/logs/{GRPO}/metrics-1.jsonl"), "jsonl", "1", steps)])
@@ -450,7 +450,7 @@ def test_rollout_steps_without_response_tokens_are_left_out():
 
 
 def test_a_ref_measured_with_other_config_values_does_not_apply():
-    from rlrecipes.expect import _figure_value
+    from rlrecipes.after.expect import _figure_value
 
     figure = load_recipe(GRPO).expect.profiles["h200-141gb"].seconds_per_step
     settings = {"actor_rollout_ref.model.use_fused_kernels": False, "data.train_batch_size": 64,

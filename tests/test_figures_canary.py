@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes.expect import steady_step_times
-from rlrecipes.recipe import load_recipe
+from rlrecipes.after.expect import steady_step_times
+from rlrecipes.recipe.load import load_recipe
 from rlrecipes.reference import REFERENCE_CURVES
 from rlrecipes.report.metrics import load_run
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlrecipes.memory import CONTEXT_GIB, estimate_memory
-from rlrecipes.recipe import resolve
+from rlrecipes.plan.memory import CONTEXT_GIB, estimate_memory
+from rlrecipes.recipe.load import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 FIT = json.loads((REPO / "docs" / "bench" / "gpu-data" / "fit-p40-ppo-cap24.json").read_text())

@@ -66,7 +66,7 @@ def test_fused_kernel_forward_matches_the_plain_path_on_a_padded_batch(run_in_ve
 
 @pytest.mark.parametrize("profile", ["h200-141gb", "h200-141gb-2gpu"])
 def test_the_hopper_3b_profiles_ship_the_fused_kernels_with_the_torch_backend(profile):
-    from rlrecipes.recipe import resolve
+    from rlrecipes.recipe.load import resolve
 
     run = resolve("qwen2.5-3b-gsm8k-grpo-lora", profile=profile, env={"WANDB_API_KEY": ""})
     assert run.get("actor_rollout_ref.model.use_fused_kernels") is True

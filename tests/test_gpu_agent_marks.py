@@ -1,6 +1,6 @@
-"""The rollout-phase split used for the H200 records: the agent-loop hooks in scripts/gpu/site write one mark
+"""The rollout-phase split used for the H200 records: the agent-loop hooks in benchmarks/gpu/site write one mark
 per call into verl's own classes (run here on stand-in modules of the same names), and
-scripts/gpu/agent_marks.py turns marks + GPU samples into the segments of verl's `gen` phase."""
+benchmarks/gpu/agent_marks.py turns marks + GPU samples into the segments of verl's `gen` phase."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts" / "gpu"))
+sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
 from agent_marks import split_gen  # noqa: E402
 
@@ -99,7 +99,7 @@ def test_agent_hooks_mark_verls_classes_in_a_fresh_process(tmp_path):
         assert ReplayBuffer()._wait_for_next_poll("train", 1) == 2
     """)
     env = dict(os.environ, RLRECIPES_AGENT_MARKS=str(marks),
-               PYTHONPATH=os.pathsep.join([str(REPO / "scripts" / "gpu" / "site"), str(tmp_path)]))
+               PYTHONPATH=os.pathsep.join([str(REPO / "benchmarks" / "gpu" / "site"), str(tmp_path)]))
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
     records = [json.loads(line) for line in marks.read_text().splitlines()]
     assert sorted(r["what"] for r in records) == ["client", "poll", "score", "server", "session"]
@@ -155,7 +155,7 @@ def test_phase_log_measures_verls_engine_workers_outermost_call_only(tmp_path):
         assert ActorRolloutRefWorker.update_actor.dispatch == "nd"  # verl's dispatch attributes survive
     """)
     env = dict(os.environ, RLRECIPES_PHASE_LOG=str(log),
-               PYTHONPATH=os.pathsep.join([str(REPO / "scripts" / "gpu" / "site"), str(tmp_path)]))
+               PYTHONPATH=os.pathsep.join([str(REPO / "benchmarks" / "gpu" / "site"), str(tmp_path)]))
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["phase"], r["call"]) for r in records] == [
@@ -181,7 +181,7 @@ def test_vllm_sampling_switch_reaches_every_request_and_is_off_by_default(tmp_pa
         assert asked == {"temperature": 1.0, "logprobs": True}   # the caller's dict is not changed
     """)
     marks = tmp_path / "agent.jsonl"
-    base = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "scripts" / "gpu" / "site"), str(tmp_path)]))
+    base = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "benchmarks" / "gpu" / "site"), str(tmp_path)]))
     run = lambda env: json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path,  # noqa: E731
                                                 capture_output=True, text=True).stdout.strip().splitlines()[-1])
     assert run(base) == {"temperature": 1.0, "logprobs": True}

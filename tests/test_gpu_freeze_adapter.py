@@ -1,4 +1,4 @@
-"""The canary's adapter-sync-cut control (RLRECIPES_FREEZE_ROLLOUT_ADAPTER=1 in scripts/gpu/site): vLLM must
+"""The canary's adapter-sync-cut control (RLRECIPES_FREEZE_ROLLOUT_ADAPTER=1 in benchmarks/gpu/site): vLLM must
 be handed the first adapter at every later LoRA sync, while base-weight syncs and runs without the switch
 pass through untouched. Run on a stand-in of verl 0.9.1's worker extension (same module, class and call:
 `_update_weights(list_of_pairs, peft_config=..., base_sync_done=...)`, as update_weights_from_ipc calls it)."""
@@ -43,7 +43,7 @@ def _run(tmp_path: Path, **env) -> list:
     for folder in [tmp_path / "verl", *[p for p in (tmp_path / "verl").rglob("*") if p.is_dir()]]:
         (folder / "__init__.py").write_text("")
     (module / "utils.py").write_text(STANDIN)
-    path = os.pathsep.join([str(REPO / "scripts" / "gpu" / "site"), str(tmp_path)])
+    path = os.pathsep.join([str(REPO / "benchmarks" / "gpu" / "site"), str(tmp_path)])
     done = subprocess.run([sys.executable, "-c", CALLS], env={**os.environ, "PYTHONPATH": path, **env},
                           cwd=tmp_path, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr

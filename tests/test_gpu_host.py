@@ -16,7 +16,7 @@ import pytest
 from support.docker import compose_binary
 from support.gpuhost import HOST_IMAGE, INVENTORIES, REPO, doc_blocks, docker_calls, fresh_clone, host_env
 
-from rlrecipes.images import IMAGES
+from rlrecipes.recipe.images import IMAGES
 
 pytestmark = pytest.mark.slow
 

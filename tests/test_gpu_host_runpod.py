@@ -29,8 +29,8 @@ from support.image_sandbox import (dockerfile_entrypoint, dockerfile_env, docker
                                    image_families, listening_ports, sandbox_argv)
 from support.require import skip_or_fail
 
-from rlrecipes.images import IMAGES
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.images import IMAGES
+from rlrecipes.recipe.load import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = sorted((REPO / "deploy" / "runpod").glob("*.json"))

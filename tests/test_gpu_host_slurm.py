@@ -30,8 +30,8 @@ import pytest
 from support.gpuhost import INVENTORIES, doc_blocks, fresh_clone, host_env, tiny_model
 from support.slurm import slurm_cluster
 
-from rlrecipes.images import IMAGES
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.images import IMAGES
+from rlrecipes.recipe.load import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = "qwen2.5-3b-gsm8k-grpo-lora"

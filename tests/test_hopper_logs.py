@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes.rollout_sync import check_rollout_sync
+from rlrecipes.verl.rollout_sync import check_rollout_sync
 from rlrecipes.smoke.run import check_rollout_in_sync
 from rlrecipes.verl.logs import parse_jsonl_record, parse_steps, resumed_from
 

@@ -75,9 +75,9 @@ def test_a_limit_without_readable_usage_still_caps(tmp_path, meminfo):
 
 
 def test_preflight_fails_a_run_that_exceeds_the_container_limit(tmp_path):
-    from rlrecipes.memory import host_ram_need
+    from rlrecipes.plan.memory import host_ram_need
     from rlrecipes.preflight.checks import Context, check_host_ram
-    from rlrecipes.recipe import resolve
+    from rlrecipes.recipe.load import resolve
 
     root = cgroup_v2(tmp_path / "cg", str(2 * GIB), GIB // 2)
     host = gather_host_facts([], env={}, cgroup_root=root)

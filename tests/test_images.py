@@ -1,4 +1,4 @@
-"""The versions in rlrecipes/images.py, the Dockerfiles' ARG defaults, the lock files and compose.yaml
+"""The versions in rlrecipes/recipe/images.py, the Dockerfiles' ARG defaults, the lock files and compose.yaml
 agree, and the stand-in base images cover every FROM (so CI builds what users build)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support.docker import dockerfile_bases, standin_tags
 
-from rlrecipes.images import IMAGES, torch_runs_on
+from rlrecipes.recipe.images import IMAGES, torch_runs_on
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -181,7 +181,7 @@ def test_dockerfiles_run_the_capability_check(tmp_path, name, flags, code):
         "from types import SimpleNamespace\n__version__ = 'fake'\nversion = SimpleNamespace(cuda='11.8')\n"
         "from . import _C\n")
     (fake / "_C" / "__init__.py").write_text(f"def _cuda_getArchFlags():\n    return {flags!r}\n")
-    proc = subprocess.run([sys.executable, str(REPO / "rlrecipes" / "images.py"), "check-torch", name],
+    proc = subprocess.run([sys.executable, str(REPO / "rlrecipes" / "recipe" / "images.py"), "check-torch", name],
                           capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == code, proc.stderr
     if code:

@@ -83,7 +83,7 @@ print('ok', torch.__version__, verl.__version__, transformers.__version__)
 def test_a100_lock_installs_for_real_on_python_312():
     python = fresh_venv("a100", "3.12")
     sh(python, "scripts/install-lock.py", "docker/a100.lock")  # --require-hashes, then pip check
-    sh(python, "rlrecipes/images.py", "check-torch", "a100")
+    sh(python, "rlrecipes/recipe/images.py", "check-torch", "a100")
     print(sh(python, "-c", IMPORTS_A100).stdout)
 
 
@@ -91,7 +91,7 @@ def test_p40_lock_installs_for_real_on_python_310_with_pip_22():
     python = fresh_venv("p40", "3.10")
     sh(python, "-m", "pip", "install", "pip==22.0.2")
     sh(python, "-m", "pip", "install", "torch==2.6.0")  # PyPI's cu124 build, standing in for +cu118
-    sh(python, "rlrecipes/images.py", "check-torch", "p40")
+    sh(python, "rlrecipes/recipe/images.py", "check-torch", "p40")
     sh(python, "scripts/install-lock.py", "docker/p40.lock")
     sh(python, "scripts/patch_verl_p40.py")
     sh(python, "scripts/patch_verl_p40.py", "--check")

@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.load import resolve
 
 CODE = r"""
 import json, os, sys, torch, torch.distributed as dist

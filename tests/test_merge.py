@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.merge import lora_alpha_for
+from rlrecipes.after.merge import lora_alpha_for
 from rlrecipes.verl.checkpoints import TRACKER_NAME as TRACKER
 from rlrecipes.verl.checkpoints import actor_complete, locate_checkpoint
 from rlrecipes.watchdog.simulate import write_pt
@@ -380,7 +380,7 @@ def test_lora_alpha_for(tmp_path, files, cli, recipe, expected):
     ("my-run", None, (None, None, None, None)),
 ])
 def test_recipe_context(tmp_path, monkeypatch, run_name, explicit, expected):
-    from rlrecipes.merge import recipe_context
+    from rlrecipes.after.merge import recipe_context
 
     monkeypatch.setenv("MODELS_DIR", str(tmp_path / "models"))
     ctx = recipe_context(explicit, tmp_path / run_name)
@@ -391,7 +391,7 @@ def test_recipe_context(tmp_path, monkeypatch, run_name, explicit, expected):
 
 
 def test_recipe_context_unknown_explicit_recipe(tmp_path):
-    from rlrecipes.merge import recipe_context
+    from rlrecipes.after.merge import recipe_context
 
     with pytest.raises(RecipeError):
         recipe_context("no-such-recipe", tmp_path)
@@ -405,13 +405,13 @@ def test_recipe_context_unknown_explicit_recipe(tmp_path):
     ("fp16", "fp32", "float32", "float16"),
 ])
 def test_resolve_dtype(requested, recipe_dtype, config_dtype, expected):
-    from rlrecipes.merge import RecipeContext, resolve_dtype
+    from rlrecipes.after.merge import RecipeContext, resolve_dtype
 
     assert resolve_dtype(requested, RecipeContext(dtype=recipe_dtype), config_dtype) == expected
 
 
 def test_existing_output_needs_force(tmp_path):
-    from rlrecipes.merge import merge_checkpoint
+    from rlrecipes.after.merge import merge_checkpoint
     from rlrecipes.verl.checkpoints import CheckpointRef
 
     pytest.importorskip("transformers")
@@ -425,7 +425,7 @@ def test_existing_output_needs_force(tmp_path):
 
 
 def test_force_replaces_an_earlier_merge_or_an_empty_directory(tmp_path):
-    from rlrecipes.merge import check_output
+    from rlrecipes.after.merge import check_output
     from rlrecipes.verl.checkpoints import CheckpointRef
 
     ref = CheckpointRef(tmp_path / "run", 1, make_actor(tmp_path / "run" / "global_step_1" / "actor"))
@@ -471,7 +471,7 @@ def _tiny_base_and_adapter(tmp_path: Path, b_scale: float) -> tuple[Path, Path]:
 def test_fused_logits_equal_base_plus_adapter_and_differ_from_base(tmp_path, dtype):
     import torch
 
-    from rlrecipes.merge import check_fused_logits, fuse_lora
+    from rlrecipes.after.merge import check_fused_logits, fuse_lora
 
     base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.1)
     (tmp_path / "work").mkdir()
@@ -484,7 +484,7 @@ def test_fused_logits_equal_base_plus_adapter_and_differ_from_base(tmp_path, dty
 def test_a_fuse_that_does_not_reproduce_the_adapter_is_refused(tmp_path):
     import torch
 
-    from rlrecipes.merge import check_fused_logits, fuse_lora
+    from rlrecipes.after.merge import check_fused_logits, fuse_lora
 
     base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.1)
     (tmp_path / "work").mkdir()
@@ -498,7 +498,7 @@ def test_a_fuse_that_does_not_reproduce_the_adapter_is_refused(tmp_path):
 
 
 def test_a_merged_model_equal_to_the_base_is_refused(tmp_path):
-    from rlrecipes.merge import check_fused_logits, fuse_lora
+    from rlrecipes.after.merge import check_fused_logits, fuse_lora
 
     base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.0)  # an untrained adapter: B = 0
     (tmp_path / "work").mkdir()
@@ -512,7 +512,7 @@ def test_a_merged_model_equal_to_the_base_is_refused(tmp_path):
 HALF_MERGE = r'''
 import sys, tempfile, time
 from pathlib import Path
-from rlrecipes import merge
+from rlrecipes.after import merge
 out = Path(sys.argv[1])
 claim = merge.claim_output(out)
 work = Path(tempfile.mkdtemp(prefix=merge._PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
@@ -535,7 +535,7 @@ def _half_merge(out: Path):
 def test_the_next_merge_removes_what_a_killed_merge_left_and_spares_a_live_one(tmp_path, capsys):
     import signal
 
-    from rlrecipes.merge import claim_output
+    from rlrecipes.after.merge import claim_output
 
     models = tmp_path / "models"
     models.mkdir()

@@ -41,7 +41,7 @@ def test_a_merge_that_runs_out_of_space_keeps_the_previous_merge_whole(run_in_ve
     second = run_merge(run_in_verl, "0.5.0", [*argv, "--force"])
     assert second.returncode != 0
     assert digest(out) == before, "the earlier merged model changed"
-    # beside it only the merger's log and the merge's lock file (rlrecipes/merge.py claim_output)
+    # beside it only the merger's log and the merge's lock file (rlrecipes/after/merge.py claim_output)
     assert sorted(p.name for p in mount.iterdir()
                   if not p.name.endswith((".model_merger.log", ".merge.lock"))) == ["merged"]
     # one line, naming the cause (verl's merger's exception) and the log with its whole output

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rlrecipes.errors import RecipeError
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.load import resolve
 
 ENV = {"WANDB_API_KEY": ""}
 GRPO3B = "qwen2.5-3b-gsm8k-grpo-lora"
@@ -101,7 +101,7 @@ def test_the_spec_knows_verls_packing_default(run_in_verl, version):
 
 def test_no_shipped_profile_packs_without_flash_attention():
     """Every recipe on every profile it lists resolves (the check above runs inside resolve)."""
-    from rlrecipes.recipe import list_recipes, load_recipe
+    from rlrecipes.recipe.load import list_recipes, load_recipe
 
     checked = 0
     for name in list_recipes():
@@ -138,7 +138,7 @@ print(json.dumps(out))
 def test_packed_sequences_attend_across_under_sdpa_and_eager(run_in_verl, version):
     """The first packed sequence equals its run alone; every later one differs (it saw the earlier ones).
     If a transformers release starts keeping packed sequences apart for SDPA, this fails and the rule in
-    rlrecipes/values.py can be relaxed for that stack."""
+    rlrecipes/recipe/values.py can be relaxed for that stack."""
     proc = run_in_verl(version, PACKED_FORWARD, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

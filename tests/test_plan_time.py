@@ -9,8 +9,8 @@ from dataclasses import asdict
 import pytest
 
 from rlrecipes.cli import main
-from rlrecipes.plan import build_plan
-from rlrecipes.recipe import resolve
+from rlrecipes.plan.plan import build_plan
+from rlrecipes.recipe.load import resolve
 from rlrecipes.reference import THROUGHPUTS, throughput_for
 
 GRPO = "qwen2.5-3b-gsm8k-grpo-lora"
@@ -69,7 +69,7 @@ def test_no_estimate_without_a_measurement_on_that_hardware(recipe, profile):
 
 
 def test_every_throughput_names_existing_profiles_and_its_record():
-    from rlrecipes.recipe import list_profiles
+    from rlrecipes.recipe.load import list_profiles
 
     fused = {"actor_rollout_ref.model.use_fused_kernels": True}.get
     for t in THROUGHPUTS:
@@ -96,7 +96,7 @@ def test_plan_cli_prints_the_estimate_and_its_origin(capsys):
 
 @pytest.mark.parametrize(("fused", "batch"), [("true", 64), ("false", 128)])
 def test_measured_memory_sits_beside_the_estimate_and_its_estimates_are_the_planners(fused, batch):
-    from rlrecipes.memory import estimate_memory
+    from rlrecipes.plan.memory import estimate_memory
     from rlrecipes.reference import MEASURED_MEMORY, measured_memory
 
     setting = f"actor_rollout_ref.model.use_fused_kernels={fused}"

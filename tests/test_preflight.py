@@ -16,12 +16,12 @@ from support.require import skip_or_fail
 
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
-from rlrecipes.models import ARCHITECTURES
+from rlrecipes.plan.architectures import ARCHITECTURES
 from rlrecipes.preflight.chat import ChatTokenizer
 from rlrecipes.preflight.checks import CHECK_NAMES, Context, offline_env, run_checks
 from rlrecipes.preflight.host import DiskFacts, HostFacts, gather_host_facts, wandb_netrc_login
 from rlrecipes.preflight.inventory import Inventory, inventory_from_dict, load_inventory, parse_smi_csv
-from rlrecipes.recipe import resolve
+from rlrecipes.recipe.load import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 INV = REPO / "tests" / "fixtures" / "inventories"
@@ -115,7 +115,7 @@ ONE_GRPO_CKPT = None  # filled lazily: bytes of one checkpoint of the GRPO recip
 
 
 def grpo_checkpoint_bytes(tmp_path: Path) -> int:
-    from rlrecipes.plan import build_plan
+    from rlrecipes.plan.plan import build_plan
 
     return build_plan(run_for(tmp_path, GRPO)).checkpoints.bytes_per_checkpoint
 

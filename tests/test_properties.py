@@ -254,7 +254,7 @@ def test_any_arguments_end_cleanly(env, monkeypatch, name):
         # The warm start trains a model for up to --sft-steps steps and the start accuracy generates 512
         # answers (tested on their own in test_canary.py); here stand-ins keep each example to its arguments,
         # paths, data writing and replacement.
-        import rlrecipes.evaluate as evaluate
+        import rlrecipes.after.evaluate as evaluate
         import rlrecipes.smoke.canary as canary
 
         monkeypatch.setattr(canary, "build_model", _stand_in_model)
@@ -277,7 +277,7 @@ def test_any_arguments_end_cleanly(env, monkeypatch, name):
                           max_leaves=6))
 def test_hydra_values_round_trip(value):
     """What render writes into train.sh reaches verl as the value the recipe holds."""
-    from rlrecipes import overrides as ov
+    from rlrecipes.recipe import overrides as ov
 
     if isinstance(value, str) and ("${" in value or not value.strip()):
         return  # rlrecipes variables are expanded by the shell; blank strings are not Hydra values

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes import overrides as ov
+from rlrecipes.recipe import overrides as ov
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
-from rlrecipes.plan import build_plan
-from rlrecipes.recipe import list_profiles, list_recipes, load_recipe, resolve
+from rlrecipes.plan.plan import build_plan
+from rlrecipes.recipe.load import list_profiles, list_recipes, load_recipe, resolve
 from support.require import linter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -371,7 +371,7 @@ def test_shellcheck_passes_on_launchers():
 def test_what_omegaconfs_loader_reads(tmp_path):
     """OmegaConf's loader is PyYAML's SafeLoader plus a float rule for exponents without a dot and a duplicate-key
     check -- not full YAML 1.2: yes/no stay booleans, dates stay strings (OmegaConf has no date type)."""
-    from rlrecipes.recipe import _load_yaml
+    from rlrecipes.recipe.load import _load_yaml
 
     path = tmp_path / "types.yaml"
     path.write_text("a: 1e-6\nb: 1.0e-6\nc: 1e6\nd: .5\ne: 0x10\nf: yes\ng: off\nh: ~\ni: 2024-01-01\nj: '1e-6'\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes import overrides as ov
+from rlrecipes.recipe import overrides as ov
 from rlrecipes.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

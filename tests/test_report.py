@@ -436,7 +436,7 @@ def test_each_reference_curve_is_its_record():
     """The points a report draws are the record's: a recorded run's log read the way `report` reads any log,
     or the published start and end of an accuracy record."""
     from rlrecipes.reference import ACCURACY_RECORDS, REFERENCE_CURVES
-    from rlrecipes.recipe import list_recipes
+    from rlrecipes.recipe.load import list_recipes
 
     assert set(REFERENCE_CURVES) <= set(list_recipes())
     for recipe, curve in REFERENCE_CURVES.items():

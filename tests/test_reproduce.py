@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.cli import build_parser
-from rlrecipes.recipe import resolve
-from rlrecipes.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, plan_stages
+from rlrecipes.recipe.load import resolve
+from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, plan_stages
 
 REPO = Path(__file__).resolve().parents[1]
 CANARY = REPO / "docs" / "bench" / "gpu-data" / "canary"

@@ -1,4 +1,4 @@
-"""The LoRA sync check: verl's rollout-vs-actor metrics judged by rlrecipes.rollout_sync, from literal step tables
+"""The LoRA sync check: verl's rollout-vs-actor metrics judged by rlrecipes.verl.rollout_sync, from literal step tables
 and from logs verl itself writes (its calculate_debug_metrics through its file logger and console logger), as
 `rlrecipes report` and the smoke run read them. Also the recipe's published reference accuracy in the report."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from rlrecipes.cli import main
 from rlrecipes.report.metrics import load_run
-from rlrecipes.rollout_sync import CORRELATION, DIFF_MAX, DIFF_MEAN, VALID, check_rollout_sync
+from rlrecipes.verl.rollout_sync import CORRELATION, DIFF_MAX, DIFF_MEAN, VALID, check_rollout_sync
 from rlrecipes.smoke.run import check_rollout_in_sync
 from rlrecipes.verl.logs import parse_steps
 

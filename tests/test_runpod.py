@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.errors import RecipeError
-from rlrecipes.runpod import (
+from rlrecipes.launch.runpod import (
     default_template,
     graphql_command,
     load_template,

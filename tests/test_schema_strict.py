@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from rlrecipes.errors import RecipeError
-from rlrecipes.recipe import load_profile, load_recipe
+from rlrecipes.recipe.load import load_profile, load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 # block path ("" = the top level) -> a minimal valid body, used where a shipped file leaves it out.
@@ -26,7 +26,7 @@ PROFILE_BLOCKS = {"": None, "gpu": None, "rollout": None, "micro_batch_per_gpu":
                   "offload": {"param": False}}
 FREE_FORM = {"verl"}
 TYPO = "mdoe"
-# expect: blocks (rlrecipes.expect; * = a profile or metric name), tested in each file that has them
+# expect: blocks (rlrecipes.after.expect; * = a profile or metric name), tested in each file that has them
 EXPECT_BLOCKS = ("expect", "expect.accuracy", "expect.accuracy.before", "expect.accuracy.after", "expect.reward",
                  "expect.rollout_agreement", "expect.rollout_agreement.*", "expect.merged_matches_last",
                  "expect.profiles", "expect.profiles.*", "expect.profiles.*.seconds_per_step",

@@ -13,7 +13,7 @@ import pytest
 
 from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import sha256_file
-from rlrecipes.models import ARCHITECTURES, param_count
+from rlrecipes.plan.architectures import ARCHITECTURES, param_count
 from rlrecipes.smoke import assets as sa
 
 REPO = Path(__file__).resolve().parents[1]

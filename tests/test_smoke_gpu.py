@@ -77,10 +77,10 @@ def test_p40_recipe_fits_in_24_gib(tmp_path, verl_here):
     if verl_here != "0.5.0":
         pytest.skip("the P40 recipe runs on the verl 0.5.0 stack")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "scripts" / "gpu" / "site"), str(REPO),
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "benchmarks" / "gpu" / "site"), str(REPO),
                                                       env.get("PYTHONPATH")]))
     result = subprocess.run(
-        [sys.executable, "scripts/gpu/fit.py", "qwen2.5-0.5b-gsm8k-ppo", "--arch", "qwen2.5-0.5b",
+        [sys.executable, "benchmarks/gpu/memory_fit.py", "qwen2.5-0.5b-gsm8k-ppo", "--arch", "qwen2.5-0.5b",
          "--assets", str(tmp_path / "assets"), "--work", str(tmp_path), "--cap-gib", "24", "--steps", "3"],
         capture_output=True, text=True, timeout=1800, cwd=REPO, env=env)
     assert result.returncode == 0, result.stdout[-4000:]

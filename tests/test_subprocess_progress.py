@@ -82,7 +82,7 @@ def test_quiet_prints_nothing_and_returns_the_exit_code(tmp_path, monkeypatch):
 def test_a_failed_merger_names_its_log_which_survives(tmp_path, monkeypatch):
     # the merge's work dir is removed on failure: the log must live elsewhere and be named in the error
     from rlrecipes.errors import StageFailed
-    from rlrecipes.merge import run_verl_merger
+    from rlrecipes.after.merge import run_verl_merger
 
     fake = tmp_path / "verl"
     (fake / "model_merger").mkdir(parents=True)

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from rlrecipes.cli import main
-from rlrecipes.recipe import list_recipes, load_recipe, resolve
-from rlrecipes.validate import validate_runs
+from rlrecipes.recipe.load import list_recipes, load_recipe, resolve
+from rlrecipes.recipe.validate import validate_runs
 
 pytestmark = pytest.mark.verl
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ CASES = {
     "batch15_a100": ("qwen2.5-3b-gsm8k-grpo-lora", ["data.train_batch_size=15"]),
     "batch15_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["data.train_batch_size=15"]),
     "hf_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.rollout.name=hf"]),
-    "type_int": ("smoke-grpo-lora", ["trainer.log_val_generations=abc"]),  # a key rlrecipes.values leaves to verl
+    "type_int": ("smoke-grpo-lora", ["trainer.log_val_generations=abc"]),  # a key rlrecipes.recipe.values leaves to verl
     "type_bool": ("smoke-grpo-lora", ["trainer.val_before_train=1"]),
     "add_existing": ("smoke-grpo-lora", ["+trainer.total_epochs=3"]),
     "delete_missing": ("smoke-grpo-lora", ["~trainer.no_such_key"]),

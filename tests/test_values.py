@@ -13,8 +13,8 @@ import pytest
 
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
-from rlrecipes.plan import SaveSteps, build_plan
-from rlrecipes.recipe import resolve
+from rlrecipes.plan.plan import SaveSteps, build_plan
+from rlrecipes.recipe.load import resolve
 
 ENV = {"WANDB_API_KEY": ""}
 PPO = "qwen2.5-0.5b-gsm8k-ppo"
@@ -65,7 +65,7 @@ def test_interpolations_of_other_keys_are_followed():
 
 
 def test_shipped_recipes_pass_the_value_checks():
-    from rlrecipes.recipe import list_recipes, load_recipe
+    from rlrecipes.recipe.load import list_recipes, load_recipe
 
     for name in list_recipes():
         for profile in load_recipe(name).profiles:

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.cli import main
-from rlrecipes.overrides import parse_cli
-from rlrecipes.plan import key_problems
-from rlrecipes.recipe import list_recipes, load_recipe, resolve
+from rlrecipes.recipe.overrides import parse_cli
+from rlrecipes.plan.plan import key_problems
+from rlrecipes.recipe.load import list_recipes, load_recipe, resolve
 from rlrecipes.verl import schema
 from rlrecipes.verl.specs import SPECS
 

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes.cluster import ray_init_kwargs
+from rlrecipes.launch.cluster import ray_init_kwargs
 from rlrecipes.errors import RecipeError
-from rlrecipes.images import IMAGES
-from rlrecipes.memory import estimate_memory, host_ram_need
-from rlrecipes.plan import build_plan
+from rlrecipes.recipe.images import IMAGES
+from rlrecipes.plan.memory import estimate_memory, host_ram_need
+from rlrecipes.plan.plan import build_plan
 from rlrecipes.preflight.checks import Context, run_checks
 from rlrecipes.preflight.host import HostFacts
 from rlrecipes.preflight.inventory import Gpu, Inventory
-from rlrecipes.recipe import resolve
-from rlrecipes.validate import validate_runs
+from rlrecipes.recipe.load import resolve
+from rlrecipes.recipe.validate import validate_runs
 from rlrecipes.verl.specs import COMMON_DEFAULTS, SPECS, V0_8_0, VerlSpec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -199,7 +199,7 @@ class ChatTokenizer:
 def template_kwargs(run) -> dict[str, Any]:
     """verl's `data.apply_chat_template_kwargs` (0.8+): variables its dataset passes to the chat template,
     e.g. `enable_thinking: false` for Qwen3. Set as a whole mapping or key by key."""
-    from rlrecipes import overrides as ov
+    from rlrecipes.recipe import overrides as ov
 
     base = "data.apply_chat_template_kwargs"
     value = run.get(base)

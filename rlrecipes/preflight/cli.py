@@ -37,7 +37,7 @@ def preflight(args) -> int:
     from rlrecipes.preflight.checks import FAIL, Context, offline_env, run_checks
     from rlrecipes.preflight.host import gather_host_facts
     from rlrecipes.preflight.inventory import detect_inventory, load_inventory
-    from rlrecipes.recipe import resolve
+    from rlrecipes.recipe.load import resolve
 
     run = resolve(args.recipe, profile=args.profile, overrides=args.overrides)
     inventory = load_inventory(args.gpu_inventory) if args.gpu_inventory else detect_inventory()

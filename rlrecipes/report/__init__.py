@@ -40,14 +40,14 @@ def report(args: argparse.Namespace) -> int:
     recipe = args.recipe or (Path(args.run_dir).name if args.run_dir else None)
     expected = None
     if args.profile:
-        from rlrecipes.expect import check_run
+        from rlrecipes.after.expect import check_run
 
         if not recipe:
             raise RecipeError("--profile needs the recipe", where="arguments", hint="give --recipe NAME")
         expected = check_run(recipe, args.profile, args.run_dir, args.log, args.eval)
     eval_header = eval_rows = fast_header = fast_rows = None
     if args.eval:
-        from rlrecipes.evaluate import fast_eval_cells, load_summary, summary_cells
+        from rlrecipes.after.evaluate import fast_eval_cells, load_summary, summary_cells
 
         summary = load_summary(args.eval)
         eval_header, eval_rows = summary_cells(summary)
@@ -68,7 +68,7 @@ def report(args: argparse.Namespace) -> int:
     paths = write_report(data, out)
     _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
     if expected is not None:
-        from rlrecipes.expect_cli import print_table
+        from rlrecipes.cli.expect import print_table
 
         print_table(expected)
     return 0
@@ -78,7 +78,7 @@ def _add_checks(data: dict, run, recipe: str | None) -> None:
     """What the logs alone cannot say: the recipe's published accuracy, and whether the rollout engine
     generated with the policy being trained (verl's rollout-vs-actor probability metrics)."""
     from rlrecipes.reference import reference_accuracy
-    from rlrecipes.rollout_sync import check_rollout_sync
+    from rlrecipes.verl.rollout_sync import check_rollout_sync
 
     head = data["headline"]
     ref = reference_accuracy(recipe) if recipe else None

@@ -124,7 +124,7 @@ def render_markdown(report: dict) -> str:
 
 def expect_section(result: dict) -> list[str]:
     """The contract table of `rlrecipes expect` (its as_dict()), as Markdown lines."""
-    from rlrecipes.expect import TABLE_HEADER
+    from rlrecipes.after.expect import TABLE_HEADER
 
     counts = result["counts"]
     lines = [f"{result['recipe']} on `{result['profile']}`: **{result['status'].upper()}** ({counts['met']} met, "

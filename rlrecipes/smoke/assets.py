@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.models import ARCHITECTURES, Architecture
+from rlrecipes.plan.architectures import ARCHITECTURES, Architecture
 
 SMOKE_MODEL_DIR = "smoke-tiny"
 SMOKE_DATA_DIR = "smoke-gsm8k"
@@ -143,14 +143,14 @@ def build_model(arch: Architecture, tokenizer, out_dir: Path, seed: int, dtype: 
     )
     torch.manual_seed(seed)
     # Billions of parameters initialise in minutes on a CPU and in seconds on a GPU.
-    from rlrecipes.models import param_count
+    from rlrecipes.plan.architectures import param_count
 
     device = "cuda" if param_count(arch) > 1e9 and torch.cuda.is_available() else "cpu"
     with torch.device(device):
         model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
     model = model.to("cpu")
     if device == "cuda":
-        # hand the initialisation's memory back: an in-process caller (scripts/gpu/fit.py) then launches verl
+        # hand the initialisation's memory back: an in-process caller (benchmarks/gpu/memory_fit.py) then launches verl
         # on the same GPU, and PyTorch's cache held 13.3 GiB of it for the whole 3B run on an H200
         torch.cuda.empty_cache()
     model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=[eos, pad], pad_token_id=pad)
@@ -251,7 +251,7 @@ def build_assets(out: Path | None, arch_name: str = "tiny", seed: int = 0, train
         build_model(arch, tokenizer, tmp, seed, dtype)
         atomic_write_text(tmp / MANIFEST, json.dumps(model_manifest, indent=2, sort_keys=True) + "\n")
         _replace_dir(tmp, model_dir)
-        from rlrecipes.models import param_count
+        from rlrecipes.plan.architectures import param_count
 
         log(f"model  {model_dir}  ({arch_name}: {param_count(arch) / 1e6:.1f}M parameters, random, seed {seed})")
     else:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.models import ARCHITECTURES
+from rlrecipes.plan.architectures import ARCHITECTURES
 from rlrecipes.smoke.assets import (IM_END, _read_manifest, _replace_dir, asset_dir_arguments, asset_dirs, build_model,
                                     build_tokenizer, check_row_counts)
 
@@ -91,7 +91,7 @@ def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple
     from transformers import (AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer,
                               TrainerCallback, TrainingArguments)
 
-    from rlrecipes.evaluate import greedy_accuracy
+    from rlrecipes.after.evaluate import greedy_accuracy
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
@@ -176,7 +176,7 @@ def build_canary(out: Path | None, *, models_dir: Path | None = None, data_dir: 
     if not force and manifest is not None and manifest.get("settings") == settings:
         log(f"model  {model_dir}  (up to date: held-out start accuracy {manifest['start']['accuracy']:.3f})")
         return manifest
-    from rlrecipes.evaluate import fast_eval
+    from rlrecipes.after.evaluate import fast_eval
 
     corpus = [r["question"] + "\n" + r["answer"] for r in chained_additions(2000, 99)]
     corpus += ["Let's think step by step and output the final answer after \"####\".",

@@ -33,7 +33,7 @@ from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.paths import PACKAGE_DIR, repo_root
 from rlrecipes.verl.checkpoints import read_tracker, step_dir
-from rlrecipes.rollout_sync import check_rollout_sync
+from rlrecipes.verl.rollout_sync import check_rollout_sync
 from rlrecipes.verl.logs import REWARD_KEYS, console_step, parse_steps, resumed_from
 
 SMOKE_RECIPES = ("smoke-ppo", "smoke-grpo-lora")
@@ -193,7 +193,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def detect_profile() -> str:
     """The smoke profile for the stack installed here: the Hopper image's verl -> Hopper stack, other vLLM ->
     A100 stack, else the P40 stack."""
-    from rlrecipes.images import IMAGES
+    from rlrecipes.recipe.images import IMAGES
     from rlrecipes.verlenv import installed_verl
 
     if installed_verl() == IMAGES["hopper"].verl:
@@ -242,7 +242,7 @@ def merge_and_compare(ckpt_dir: Path, base_dir: Path, out_dir: Path, python: str
 
 def smoke_recipe(name: str, profile: str, work: Path, assets: dict, python: str, echo, timeout: float,
                  extra: list[str]) -> tuple[list[Check], dict]:
-    from rlrecipes.recipe import resolve
+    from rlrecipes.recipe.load import resolve
 
     env = dict(os.environ)
     env.update({

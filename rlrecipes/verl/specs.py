@@ -154,7 +154,7 @@ V0_8_0 = VerlSpec(
 #   buys nothing; checkpoints, tracker, file logger and metric names are the same (smoke/run.py reads both
 #   trainers' resume messages).
 # - actor_rollout_ref.rollout.calculate_log_probs defaults to True (False in 0.8.0): the rollout-vs-actor
-#   metrics rlrecipes.rollout_sync reads are logged by default.
+#   metrics rlrecipes.verl.rollout_sync reads are logged by default.
 V0_9_1 = replace(V0_8_0, version="0.9.1", engine_logits=True)
 
 SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0, V0_9_1)}

@@ -30,7 +30,7 @@ INVENTORIES = {
     "p40": FIXTURES / "inventories" / "p40x1.json",
     "h200": FIXTURES / "inventories" / "h200-x1.json",
 }
-# The image family each simulated host runs (rlrecipes/images.py): Pascal gets the P40 stack, the rest the A100 one.
+# The image family each simulated host runs (rlrecipes/recipe/images.py): Pascal gets the P40 stack, the rest the A100 one.
 HOST_IMAGE = {"a100": "a100", "p40": "p40", "h200": "a100"}
 DOCS = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 KINDS = ("gpu-host", "slurm-cluster")

@@ -74,9 +74,9 @@ def dockerfile_workdir(dockerfile: Path) -> str:
 
 
 def image_families(root: Path) -> dict[str, str]:
-    """Every image tag the clone at `root` builds (rlrecipes/images.py there, loaded by path), -runpod
+    """Every image tag the clone at `root` builds (rlrecipes/recipe/images.py there, loaded by path), -runpod
     variants included -> its family name."""
-    spec = importlib.util.spec_from_file_location("_standin_images", root / "rlrecipes" / "images.py")
+    spec = importlib.util.spec_from_file_location("_standin_images", root / "rlrecipes" / "recipe" / "images.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)

@@ -20,7 +20,7 @@ from rlrecipes.preflight.checks.model import check_chat_template, check_data, ch
 from rlrecipes.preflight.checks.tracking import check_resume_world_size, check_tracker, check_tracking, offline_env
 from rlrecipes.preflight.host import HostFacts
 from rlrecipes.preflight.inventory import Inventory
-from rlrecipes.recipe import ResolvedRun
+from rlrecipes.recipe.load import ResolvedRun
 
 __all__ = ["CHECKS", "CHECK_NAMES", "FAIL", "PASS", "WARN", "Check", "Context", "offline_env", "run_checks"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rlrecipes.memory import MemoryEstimate, estimate_memory
-from rlrecipes.plan import Plan, build_plan
+from rlrecipes.plan.memory import MemoryEstimate, estimate_memory
+from rlrecipes.plan.plan import Plan, build_plan
 from rlrecipes.preflight.host import HostFacts
 from rlrecipes.preflight.inventory import Gpu, Inventory
-from rlrecipes.recipe import ResolvedRun
+from rlrecipes.recipe.load import ResolvedRun
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 

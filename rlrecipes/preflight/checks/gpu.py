@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-from rlrecipes.memory import MemoryEstimate, precision
+from rlrecipes.plan.memory import MemoryEstimate, precision
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context, _cc_known, _cc_text, _engine, _no_gpu
-from rlrecipes.models import architecture
-from rlrecipes.recipe import ResolvedRun
+from rlrecipes.plan.architectures import architecture
+from rlrecipes.recipe.load import ResolvedRun
 from rlrecipes.verl.specs import attention_keys
 
 # ------------------------------------------------------------------------------ capability data

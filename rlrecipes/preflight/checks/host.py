@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from rlrecipes.fsutil import human_bytes
-from rlrecipes.memory import GIB, host_ram_need
-from rlrecipes.models import architecture, param_count
+from rlrecipes.plan.memory import GIB, host_ram_need
+from rlrecipes.plan.architectures import architecture, param_count
 from rlrecipes.verl.checkpoints import STEP_DIR_RE
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 from rlrecipes.preflight.checks.model import WEIGHT_PATTERNS

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
-from rlrecipes.recipe import ResolvedRun
+from rlrecipes.recipe.load import ResolvedRun
 from rlrecipes.verl.checkpoints import (ROLE_DIRS, STEP_DIR_PATTERN, shard_world_sizes, step_dir, tracker_path,
                                        tracker_step)
 

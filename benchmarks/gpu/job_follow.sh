@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Follow the detached job (smoke_hopper_stack.sh or flagship_3b_hopper.sh) for at most $1 seconds (default 540); then pack its
+# results into $OUT: one tarball of logs and JSON (no weights, no data) and the timeline beside it (at most 8
+# files come back from a call). Usage: bash benchmarks/gpu/job_follow.sh 540
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+LIMIT="${1:-540}"; T0=$(date +%s)
+while [ ! -f /root/w/out/DONE ] && [ $(( $(date +%s) - T0 )) -lt "$LIMIT" ]; do sleep 10; done
+cat /root/w/out/timeline.txt 2>/dev/null
+cp /root/w/out/timeline.txt "$OUT/" 2>/dev/null
+logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs; do [ -d "/root/w/$d" ] && logs+=("$d"); done
+tar -czf "$OUT/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
+  --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' out "${logs[@]}" 2>/dev/null
+[ -f /root/w/out/DONE ] && echo "job finished" || echo "job still running after ${LIMIT}s"
+for f in /root/w/out/phase-peaks.txt /root/w/out/vllm-alone-*.json /root/w/out/gen-split.json \
+         /root/w/out/variant/gen-split.json; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
+grep -h "^step:" /root/w/out/verl-fit.log 2>/dev/null | tail -3 | cut -c1-1500
+tail -n 30 /root/w/out/job.log
+tail -n 25 /root/w/out/verl-fit.log 2>/dev/null

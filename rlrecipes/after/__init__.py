@@ -1,0 +1,1 @@
+"""After training: the merged model, its evaluation, the run judged by its contract."""

@@ -1,0 +1,628 @@
+"""`rlrecipes merge`: a verl FSDP checkpoint -> a Hugging Face model directory, LoRA fused, verified.
+
+1. verl's own merger (`python -m verl.model_merger merge --backend fsdp`) gathers the FSDP shards of
+   a step directory's `actor/`. It writes bf16 weights and, for a LoRA run, the adapter beside the base
+   weights without fusing it (verl #7285), with `lora_alpha: 0` in its adapter config.
+2. For a LoRA run the adapter is fused into the base with PEFT (`merge_and_unload`). The adapter weights
+   come from verl's merger, i.e. from `model_world_size_*_rank_*.pt`: verl 0.5.0 with HF rollout writes
+   an empty `actor/lora_adapter/adapter_model.safetensors` (no FSDP wrap policy, so its layered summon
+   finds nothing). Rank comes from the weights; alpha from what training used (lora_train_meta.json on
+   verl >= 0.8, the PEFT config verl 0.5's worker saves in actor/lora_adapter/, the recipe), never from
+   the merger's adapter config. The base weights are the base model's own (full precision) when its
+   directory is available, else the merger's bf16 copy.
+3. Saved in the recipe's dtype with the tokenizer verl stored in the checkpoint, a model card and
+   merge-info.json; then verified: it loads with transformers, LoRA-targeted weights differ from the
+   base, the others do not, and a short greedy generation runs.
+
+The output appears atomically: everything is built in a hidden directory beside --out and renamed. One merge
+at a time per output (a lock file beside it); the next merge removes what a killed one left there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlrecipes.errors import RecipeError, StageFailed
+from rlrecipes.fsutil import LockHeld, atomic_write_text, claim_lock
+from rlrecipes.ui import run_logged
+from rlrecipes.verl.checkpoints import (LORA_ADAPTER_DIR, STEP_DIR_PATTERN, TRACKER_NAME, CheckpointRef,
+                                        locate_checkpoint, step_of)
+
+DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
+# Module path of a LoRA tensor in the adapter file verl's merger writes (PEFT's saved-key layout).
+_LORA_KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<ab>[AB])\.weight$")
+
+
+# -- LoRA settings ----------------------------------------------------------------------------------
+
+def adapter_layout(adapter_file: Path) -> tuple[int, list[str], int]:
+    """(rank, target module names, number of LoRA modules) of an adapter safetensors file."""
+    from safetensors import safe_open
+
+    ranks: set[int] = set()
+    targets: set[str] = set()
+    modules: set[str] = set()
+    with safe_open(str(adapter_file), framework="pt") as fh:
+        for key in fh.keys():
+            match = _LORA_KEY.match(key)
+            if not match:
+                raise StageFailed(f"unexpected tensor {key!r} in the merged LoRA adapter", where=str(adapter_file))
+            modules.add(match.group("module"))
+            targets.add(match.group("module").rsplit(".", 1)[-1])
+            shape = fh.get_slice(key).get_shape()
+            ranks.add(shape[0] if match.group("ab") == "A" else shape[1])
+    if len(ranks) != 1:
+        raise StageFailed(f"LoRA tensors of several ranks {sorted(ranks)} (rank_pattern is not supported)",
+                          where=str(adapter_file))
+    return ranks.pop(), sorted(targets), len(modules)
+
+
+def lora_alpha_for(actor_dir: Path, rank: int, cli_alpha: float | None, recipe_alpha: float | None
+                   ) -> tuple[float, str]:
+    """lora_alpha that training used, and where it came from. Never the merger's adapter config."""
+    candidates: list[tuple[str, float | None, int | None]] = []
+    if cli_alpha is not None:
+        candidates.append(("--lora-alpha", cli_alpha, None))
+    meta = actor_dir / "lora_train_meta.json"  # verl >= 0.8 (FSDPCheckpointManager)
+    if meta.is_file():
+        data = json.loads(meta.read_text())
+        candidates.append((str(meta), data.get("lora_alpha"), data.get("r")))
+    peft_cfg = actor_dir / LORA_ADAPTER_DIR / "adapter_config.json"  # verl 0.5 worker: asdict(peft_config)
+    if peft_cfg.is_file():
+        data = json.loads(peft_cfg.read_text())
+        candidates.append((str(peft_cfg), data.get("lora_alpha"), data.get("r")))
+    if recipe_alpha is not None:
+        candidates.append(("recipe actor_rollout_ref.model.lora_alpha", recipe_alpha, None))
+    for source, alpha, r in candidates:
+        if alpha is None or float(alpha) <= 0:
+            continue
+        if r is not None and int(r) != rank:
+            raise StageFailed(f"LoRA rank {r} in {source} but the checkpoint's adapter has rank {rank}",
+                              where=source)
+        return float(alpha), source
+    raise RecipeError(
+        "cannot tell the LoRA alpha training used", where=str(actor_dir),
+        hint="pass --lora-alpha A or --recipe NAME (verl's merged adapter config says 0: a verl 0.5 bug)")
+
+
+# -- recipe context ---------------------------------------------------------------------------------
+
+@dataclass
+class RecipeContext:
+    name: str | None = None
+    dtype: str | None = None  # bf16 | fp32
+    lora_alpha: float | None = None
+    model_path: Path | None = None
+    log_dir: Path | None = None
+    hub_id: str | None = None
+
+
+def recipe_context(explicit: str | None, run_dir: Path) -> RecipeContext:
+    """What the recipe says (dtype, LoRA alpha, base model, log dir); empty when the run is not a recipe."""
+    from rlrecipes.recipe.load import list_recipes, resolve
+
+    name = explicit
+    if name is None:
+        try:
+            name = run_dir.name if run_dir.name in list_recipes() else None
+        except RecipeError:
+            name = None
+    if name is None:
+        return RecipeContext()
+    try:
+        run = resolve(name)
+    except RecipeError as exc:
+        if explicit is not None:  # a bad --recipe is the user's error
+            raise
+        print(f"warning: RUN_DIR is named like recipe {name!r} but it does not resolve ({exc}); "
+              "merging without it", file=sys.stderr)
+        return RecipeContext()
+    alpha = run.get("actor_rollout_ref.model.lora_alpha")
+    return RecipeContext(name=name, dtype=run.profile.dtype, lora_alpha=float(alpha) if alpha else None,
+                         model_path=run.model_path, log_dir=run.log_dir, hub_id=run.recipe.model.hub_id)
+
+
+def resolve_dtype(requested: str, ctx: RecipeContext, config_dtype: str | None) -> str:
+    if requested != "auto":
+        return DTYPES[requested]
+    if ctx.dtype in DTYPES:
+        return DTYPES[ctx.dtype]
+    if config_dtype in DTYPES.values():
+        return config_dtype
+    return "bfloat16"
+
+
+def step_metrics(log_dir: Path | None, step: int) -> dict[str, float]:
+    """Reward at the step and the last validation accuracy up to it, from the run's logs."""
+    if log_dir is None or not log_dir.is_dir():
+        return {}
+    from rlrecipes.report.metrics import REWARD_KEYS, accuracy_key, load_run
+
+    try:
+        run = load_run(log_dir)
+    except RecipeError:
+        return {}
+    out: dict[str, float] = {}
+    for key in REWARD_KEYS:
+        value = run.steps.get(step, {}).get(key)
+        if value is not None:
+            out[key] = value
+            break
+    acc = accuracy_key(run)
+    if acc:
+        xs, ys = run.series(acc)
+        upto = [(x, y) for x, y in zip(xs, ys) if x <= step]
+        if upto:
+            out[f"{acc} (step {upto[-1][0]})"] = upto[-1][1]
+    return out
+
+
+# -- the merge ------------------------------------------------------------------------------------
+
+def run_verl_merger(actor_dir: Path, target: Path, log_file: Path) -> None:
+    if importlib.util.find_spec("verl") is None or importlib.util.find_spec("verl.model_merger") is None:
+        raise StageFailed("verl's model_merger is not importable in this interpreter",
+                          where=sys.executable,
+                          hint="run `rlrecipes merge` inside the run's image (or a .venvs/verl-* environment)")
+    cmd = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+           "--local_dir", str(actor_dir), "--target_dir", str(target)]
+    code = run_logged(cmd, log_file, "verl model_merger")
+    if code != 0 or not (target / "config.json").is_file():
+        # One line: the merger's last words (its exception, e.g. "OSError: [Errno 28] No space left on
+        # device"); the whole output stays in the log named by `where`.
+        lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+        last = lines[-1][:300] if lines else "no output"
+        raise StageFailed(f"verl's model_merger failed (exit {code}): {last}", where=str(log_file),
+                          hint="its whole output is in that log")
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
+def fuse_lora(base_path: Path, adapter_dir: Path, rank: int, alpha: float, targets: list[str], work: Path):
+    """PEFT: base + adapter (alpha fixed) -> merge_and_unload, computed in fp32. Returns the fused model."""
+    import torch
+    from peft import LoraConfig, PeftModel
+    from transformers import AutoModelForCausalLM
+
+    fixed = work / "adapter"
+    fixed.mkdir()
+    shutil.copy2(adapter_dir / "adapter_model.safetensors", fixed / "adapter_model.safetensors")
+    LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, task_type="CAUSAL_LM", lora_dropout=0.0,
+               bias="none", base_model_name_or_path=str(base_path)).save_pretrained(str(fixed))
+    base = AutoModelForCausalLM.from_pretrained(str(base_path), torch_dtype=torch.float32)
+    peft_model = PeftModel.from_pretrained(base, str(fixed))
+    # PEFT only warns about adapter keys that match no module; a silent no-op fuse is what we must not ship.
+    from safetensors.torch import load_file
+
+    expected = load_file(str(fixed / "adapter_model.safetensors"))
+    loaded = {k.replace(".default.weight", ".weight"): v for k, v in peft_model.state_dict().items() if "lora_" in k}
+    absent = sorted(set(expected) - set(loaded))
+    if absent:
+        raise StageFailed(f"{len(absent)} adapter tensor(s) match no module of the base, e.g. {absent[0]}",
+                          where=str(base_path))
+    for key, tensor in expected.items():
+        if not torch.equal(loaded[key].to(tensor.dtype), tensor):
+            raise StageFailed(f"adapter tensor {key} did not load as saved", where=str(fixed))
+    # What the fused model must reproduce: base + adapter as PEFT runs it (unmerged), on a few prompts.
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, base.config.vocab_size, (PROBE_PROMPTS, PROBE_TOKENS), generator=generator)
+    peft_model.eval()
+    with torch.no_grad():
+        with_adapter = peft_model(input_ids=ids).logits.float()
+        with peft_model.disable_adapter():
+            base_only = peft_model(input_ids=ids).logits.float()
+    reference = {"ids": ids, "adapter": with_adapter, "base": base_only}
+    return peft_model.merge_and_unload(), fixed, reference
+
+
+PROBE_PROMPTS, PROBE_TOKENS = 4, 16
+# Largest logit error allowed, relative to the largest logit: what rounding to the saved dtype explains
+# (bf16 keeps 8 bits of mantissa: ~0.4% per weight, accumulated over the layers).
+LOGIT_TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
+
+
+def check_fused_logits(model, reference: dict, dtype: str) -> dict:
+    """The fused model's logits equal base + adapter (PEFT, unmerged) within the saved dtype's rounding,
+    and differ from the base model's: a "merged" model identical to the base is a known verl failure."""
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        fused = model(input_ids=reference["ids"]).logits.float()
+    scale = float(reference["adapter"].abs().max()) or 1.0
+    error = float((fused - reference["adapter"]).abs().max()) / scale
+    effect = float((reference["adapter"] - reference["base"]).abs().max()) / scale
+    tolerance = LOGIT_TOLERANCE.get(dtype, 5e-2)
+    result = {"prompts": PROBE_PROMPTS, "tokens": PROBE_TOKENS, "max_rel_error_vs_base_plus_adapter": error,
+              "max_rel_adapter_effect": effect, "tolerance": tolerance}
+    if not error <= tolerance:
+        raise StageFailed(f"the fused model's logits differ from base + adapter by {error:.3g} of the largest logit "
+                          f"(allowed {tolerance:g} for {dtype}): the fuse is wrong", where="merge verification")
+    if not effect > tolerance:
+        raise StageFailed(f"the adapter changes the logits by only {effect:.3g} of the largest logit: the merged "
+                          f"model is the base model (the adapter is zero: empty or untrained)", where="merge verification")
+    return result
+
+
+def _tensor_index(model_dir: Path) -> dict[str, Path]:
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return {key: model_dir / name for key, name in weight_map.items()}
+    single = model_dir / "model.safetensors"
+    if not single.is_file():
+        raise StageFailed("no safetensors weights", where=str(model_dir))
+    from safetensors import safe_open
+
+    with safe_open(str(single), framework="pt") as fh:
+        return {key: single for key in fh.keys()}
+
+
+def compare_to_base(merged_dir: Path, base_dir: Path, lora_modules: set[str]) -> dict:
+    """Stream both models' tensors: which changed, and whether every change is inside a LoRA target."""
+    from safetensors import safe_open
+
+    merged, base = _tensor_index(merged_dir), _tensor_index(base_dir)
+    changed_targeted = unchanged_targeted = changed_other = 0
+    max_delta = 0.0
+    examples_other: list[str] = []
+    handles: dict[Path, object] = {}
+
+    def tensor(path: Path, key: str):
+        if path not in handles:
+            handles[path] = safe_open(str(path), framework="pt")
+        return handles[path].get_tensor(key)
+
+    for key, path in merged.items():
+        if key not in base:
+            continue
+        a = tensor(path, key).float()
+        b = tensor(base[key], key).float()
+        if a.shape != b.shape:
+            raise StageFailed(f"{key}: shape {tuple(a.shape)} vs base {tuple(b.shape)}", where=str(merged_dir))
+        delta = (a - b).abs().max().item() if a.numel() else 0.0
+        module = key.rsplit(".", 1)[0]
+        if module in lora_modules and key.endswith(".weight"):
+            if delta > 0:
+                changed_targeted += 1
+                max_delta = max(max_delta, delta)
+            else:
+                unchanged_targeted += 1
+        elif delta > 0:
+            changed_other += 1
+            examples_other.append(key)
+    missing = sorted(set(base) - set(merged))
+    return {"changed_targeted": changed_targeted, "unchanged_targeted": unchanged_targeted,
+            "changed_other": changed_other, "changed_other_examples": examples_other[:3],
+            "max_abs_delta": max_delta, "missing_from_merged": missing[:5], "compared": len(merged)}
+
+
+def greedy_sample(model_dir: Path, dtype: str, device: str, max_new_tokens: int = 16) -> str:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=_torch_dtype(dtype)).to(device).eval()
+    question = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
+    if tokenizer.chat_template:
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                               add_generation_prompt=True)
+    else:
+        prompt = question
+    enc = tokenizer(prompt, return_tensors="pt", return_token_type_ids=False).to(device)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+    new = out[0, enc["input_ids"].shape[1]:]
+    if new.numel() == 0:
+        raise StageFailed("greedy generation produced no tokens", where=str(model_dir))
+    return tokenizer.decode(new, skip_special_tokens=True)
+
+
+def model_card(info: dict) -> str:
+    lines = [
+        "---",
+        "library_name: transformers",
+        # only a hub id (from the recipe): the Hub links a card's base_model, a local path means nothing there
+        *([f"base_model: {info['base_hub_id']}"] if info.get("base_hub_id") else []),
+        "tags: [verl, rlrecipes, gsm8k]",
+        "---",
+        "",
+        f"# {info.get('recipe') or 'verl run'} -- step {info['step']}",
+        "",
+        "Merged by `rlrecipes merge` from a verl FSDP checkpoint.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Base model | {info.get('base_hub_id') or ''} `{info.get('base_model') or 'unknown'}` |",
+        f"| Recipe | {info.get('recipe') or 'unknown'} |",
+        f"| Checkpoint | `{info['checkpoint']}` |",
+        f"| Step | {info['step']} |",
+        f"| Weights | {info['dtype']} |",
+    ]
+    if info.get("lora"):
+        lora = info["lora"]
+        lines.append(f"| LoRA (fused) | r={lora['r']}, alpha={lora['alpha']:g} ({lora['alpha_source']}), "
+                     f"targets {', '.join(lora['targets'])} |")
+    for key, value in info.get("metrics", {}).items():
+        lines.append(f"| {key} | {value:.4f} |")
+    lines += ["", "Evaluate: `rlrecipes eval <this dir> --baseline <base model dir>`.", ""]
+    return "\n".join(lines)
+
+
+def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None, dtype: str = "auto",
+                     lora_alpha: float | None = None, recipe: str | None = None, log_dir: Path | None = None,
+                     force: bool = False, device: str = "auto") -> dict:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from rlrecipes.ui import stage
+
+    ctx = recipe_context(recipe, ckpt.run_dir)
+    check_output(out, ckpt, [("the base model", base), ("the recipe's base model", ctx.model_path)], force)
+    started = time.monotonic()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    claim = claim_output(out)  # held until the end: one merge per output; stale work dirs removed
+    work = None
+    try:
+        work = Path(tempfile.mkdtemp(prefix=_PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
+        merged_raw = work / "verl_merged"
+        # beside the output, not in the work dir: it outlives a failure (the work dir is removed)
+        run_verl_merger(ckpt.actor_dir, merged_raw, out.parent / f"{out.name}.model_merger.log")
+        hf_dir = ckpt.actor_dir / "huggingface"
+        config_dtype = str(getattr(AutoConfig.from_pretrained(str(hf_dir)), "torch_dtype", "") or "")
+        config_dtype = config_dtype.replace("torch.", "")
+        target_dtype = resolve_dtype(dtype, ctx, config_dtype)
+        final = work / "model"
+        info: dict = {"checkpoint": str(ckpt.actor_dir), "step": ckpt.step, "recipe": ctx.name,
+                      "dtype": target_dtype, "lora": None, "base_hub_id": ctx.hub_id}
+        adapter_dir = merged_raw / "lora_adapter"
+        lora_modules: set[str] = set()
+        if adapter_dir.is_dir():
+            rank, targets, n_modules = adapter_layout(adapter_dir / "adapter_model.safetensors")
+            alpha, source = lora_alpha_for(ckpt.actor_dir, rank, lora_alpha, ctx.lora_alpha)
+            base_path, base_note = _base_for_lora(base, ckpt.actor_dir, ctx, merged_raw)
+            info["lora"] = {"r": rank, "alpha": alpha, "alpha_source": source, "targets": targets,
+                            "modules": n_modules, "scaling": alpha / rank}
+            info["base_model"] = str(base_path)
+            info["base_note"] = base_note
+            with stage(f"PEFT merge_and_unload (r={rank}, alpha={alpha:g}) into {base_path}"):
+                model, fixed_adapter, reference = fuse_lora(base_path, adapter_dir, rank, alpha, targets, work)
+                model = model.to(_torch_dtype(target_dtype))
+                info["logits"] = check_fused_logits(model, reference, target_dtype)
+                model.save_pretrained(str(final), safe_serialization=True)
+                shutil.copytree(fixed_adapter, final / "lora_adapter")
+                del model
+            from safetensors import safe_open
+
+            with safe_open(str(adapter_dir / "adapter_model.safetensors"), framework="pt") as fh:
+                lora_modules = {_LORA_KEY.match(k).group("module") for k in fh.keys()}
+            compare_base = base_path
+        else:
+            with stage(f"saving full weights as {target_dtype}"):
+                model = AutoModelForCausalLM.from_pretrained(str(merged_raw), torch_dtype=_torch_dtype(target_dtype))
+                model.save_pretrained(str(final), safe_serialization=True)
+                del model
+            info["base_model"] = str(base) if base else (str(ctx.model_path) if ctx.model_path else None)
+            compare_base = base if base and base.is_dir() else None
+        AutoTokenizer.from_pretrained(str(hf_dir)).save_pretrained(str(final))
+        info["metrics"] = step_metrics(log_dir or ctx.log_dir, ckpt.step)
+
+        with stage("verifying: load with transformers, compare with the base, greedy generation"):
+            verification: dict = {}
+            if compare_base is not None:
+                verification.update(compare_to_base(final, compare_base, lora_modules))
+            # loads the saved directory with transformers (as a user will), then generates
+            try:
+                verification["sample"] = greedy_sample(final, target_dtype, device)
+            except StageFailed:
+                raise
+            except Exception as exc:  # whatever transformers raises: the result is not shippable
+                raise StageFailed(f"the merged model does not load or generate: {type(exc).__name__}: {exc}",
+                                  where=str(out)) from exc
+            verification["loads"] = True
+        info["verification"] = verification
+        if info["lora"]:
+            if verification.get("changed_targeted", 0) == 0:
+                raise StageFailed("the fused model equals the base in every LoRA target: the adapter is zero "
+                                  "(an untrained or empty adapter)", where=str(ckpt.actor_dir))
+            if verification.get("changed_other", 0):
+                raise StageFailed(f"weights outside the LoRA targets differ from the base: "
+                                  f"{verification['changed_other_examples']}", where=str(compare_base),
+                                  hint="--base must be the model the run started from")
+        info["seconds"] = round(time.monotonic() - started, 1)
+        atomic_write_text(final / "merge-info.json", json.dumps(info, indent=2, default=str) + "\n")
+        atomic_write_text(final / "README.md", model_card(info))
+        if out.exists():
+            old = work / "previous"
+            out.rename(old)
+        final.rename(out)
+        return info
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        claim.close()
+
+
+# The work directory of a merge into OUT (tempfile.mkdtemp's 8 random characters follow) and its lock file.
+_PARTIAL_PREFIX = ".{name}.partial-"
+_LOCK_NAME = ".{name}.merge.lock"
+
+
+def claim_output(out: Path):
+    """Claim `out` for this merge: an exclusive flock on `.<out>.merge.lock` beside it, held by the returned
+    open file until it is closed (the kernel drops it when the process dies, SIGKILL included). Every
+    `.<out>.partial-*` work directory found then belongs to no live merge -- only a holder of this lock makes
+    one -- and is what a killed merge left behind: removed, and each one reported on stderr. A second merge
+    into the same output while one runs is refused (exit 1) instead of racing it for the final rename."""
+    lock = out.parent / _LOCK_NAME.format(name=out.name)
+    try:
+        fh = open(lock, "a+", encoding="utf-8")
+    except OSError as exc:
+        raise RecipeError(f"cannot create the merge's lock file: {exc.strerror}", where=str(lock),
+                          hint="--out must lie in a directory this user can write") from None
+    try:
+        claim_lock(fh)
+    except LockHeld as held:
+        raise StageFailed(f"another merge is writing this output ({held.holder})", where=str(out),
+                          hint="wait for it to finish, or merge into another --out") from None
+    except OSError as exc:
+        raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=str(out)) from None
+    for stale in stale_partials(out):
+        shutil.rmtree(stale, ignore_errors=True)
+        print(f"removed {stale}: the work directory of an earlier merge into {out.name} that did not finish",
+              file=sys.stderr)
+    return fh
+
+
+def stale_partials(out: Path) -> list[Path]:
+    """The work directories of merges into `out` beside it (call with the output claimed: then none is live)."""
+    pattern = re.compile(re.escape(_PARTIAL_PREFIX.format(name=out.name)) + r"[a-z0-9_]{8}")
+    try:
+        return sorted(p for p in out.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
+                      and not p.is_symlink())
+    except OSError:
+        return []
+
+
+def _relation(out: Path, other: Path) -> str | None:
+    if out == other:
+        return "is"
+    if other in out.parents:
+        return "lies inside"
+    if out in other.parents:
+        return "contains"
+    return None
+
+
+def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path | None]], force: bool) -> None:
+    """Refuse an --out whose replacement would delete something that is not a previous merge.
+
+    The output is built beside --out and renamed over it, and the old --out is then removed. So --out
+    must not be, contain or lie inside the checkpoint, its run directory or the base model (even with
+    --force: `merge RUN --out RUN --force` once deleted every step directory of the run), nor lie inside
+    any other verl checkpoint directory; and --force replaces only an empty directory or one that an
+    earlier `rlrecipes merge` wrote (it holds merge-info.json).
+    """
+    real = Path(os.path.realpath(out))
+    fenced = [("the run directory", ckpt.run_dir), ("the checkpoint", ckpt.actor_dir.parent), *protected]
+    for what, path in fenced:
+        if path is None:
+            continue
+        other = Path(os.path.realpath(path))
+        relation = _relation(real, other)
+        if relation:
+            raise RecipeError(f"--out {relation} {what} {other}: writing the merged model there would delete it",
+                              where=str(out), hint="pick an output directory outside checkpoints and models, "
+                                                   "e.g. /workspace/models/merged")
+    for parent in [real, *real.parents]:
+        if step_of(parent) is not None or (parent / TRACKER_NAME).is_file():
+            raise RecipeError(f"--out lies inside the verl checkpoint directory {parent}", where=str(out),
+                              hint="pick an output directory outside checkpoints, e.g. /workspace/models/merged")
+    if not os.path.lexists(real):
+        return
+    if not real.is_dir():
+        raise RecipeError("--out exists and is not a directory", where=str(out), hint="pick another --out")
+    if not force:
+        raise RecipeError("output directory exists", where=str(out), hint="pass --force to replace it")
+    if any(real.iterdir()) and not (real / "merge-info.json").is_file():
+        raise RecipeError("--force replaces only an empty directory or an earlier merge output (with "
+                          "merge-info.json); this one holds other files", where=str(out),
+                          hint="remove it yourself if it is expendable, or pick another --out")
+
+
+def _base_for_lora(explicit: Path | None, actor_dir: Path, ctx: RecipeContext, merged_raw: Path
+                   ) -> tuple[Path, str]:
+    """The frozen base weights: the base model's own directory when it is here, else the merger's copy."""
+    if explicit is not None:
+        if not (explicit / "config.json").is_file():
+            raise RecipeError("base model directory has no config.json", where=str(explicit))
+        return explicit, "--base"
+    candidates: list[tuple[Path, str]] = []
+    peft_cfg = actor_dir / LORA_ADAPTER_DIR / "adapter_config.json"
+    if peft_cfg.is_file():
+        name = json.loads(peft_cfg.read_text()).get("base_model_name_or_path")
+        if name:
+            candidates.append((Path(name), f"base_model_name_or_path in {peft_cfg}"))
+    if ctx.model_path is not None:
+        candidates.append((ctx.model_path, f"recipe {ctx.name}"))
+    for path, note in candidates:
+        if (path / "config.json").is_file():
+            return path, note
+    return merged_raw, "verl model_merger's bf16 copy of the frozen base (base model directory not found)"
+
+
+# -- CLI --------------------------------------------------------------------------------------------
+
+def merge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help=f"the run's checkpoint directory (CKPT_DIR/<recipe>), a {STEP_DIR_PATTERN} "
+                                        "directory, or its actor/ directory")
+    parser.add_argument("--step", default="latest", help="step to merge: N or 'latest' (the tracker; default)")
+    parser.add_argument("--out", required=True, help="output directory for the Hugging Face model")
+    parser.add_argument("--recipe", help="recipe name (dtype, LoRA alpha, base model, logs); default: RUN_DIR's "
+                                         "name when it is a recipe")
+    parser.add_argument("--base", type=Path, help="base model directory (LoRA runs; default: from the checkpoint "
+                                                  "or the recipe)")
+    parser.add_argument("--dtype", choices=["auto", *DTYPES], default="auto",
+                        help="weights dtype (default: the recipe's; else the checkpoint config's)")
+    parser.add_argument("--lora-alpha", type=float, help="override the LoRA alpha training used")
+    parser.add_argument("--log-dir", type=Path, help="the run's log directory, for the model card's metrics")
+    parser.add_argument("--device", default="auto",
+                        help="device for the verification generation: auto (cuda when available), cpu, cuda:0")
+    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+
+
+def merge(args: argparse.Namespace) -> int:
+    ckpt = locate_checkpoint(args.run_dir, args.step)
+    out = Path(args.out)
+    info = merge_checkpoint(ckpt, out, base=args.base, dtype=args.dtype, lora_alpha=args.lora_alpha,
+                            recipe=args.recipe, log_dir=args.log_dir, force=args.force, device=args.device)
+    _print_summary(info, out)
+    return 0
+
+
+def _print_summary(info: dict, out: Path) -> None:
+    v = info["verification"]
+    rows = [("Output", str(out)), ("Checkpoint", f"{info['checkpoint']} (step {info['step']})"),
+            ("Recipe", info.get("recipe") or "-"), ("Weights", info["dtype"]),
+            ("Base model", info.get("base_model") or "-")]
+    if info["lora"]:
+        lora = info["lora"]
+        rows += [("LoRA fused", f"r={lora['r']} alpha={lora['alpha']:g} ({lora['alpha_source']}); "
+                                f"{lora['modules']} modules: {', '.join(lora['targets'])}"),
+                 ("Changed vs base", f"{v.get('changed_targeted')} LoRA-targeted tensors (max |delta| "
+                                     f"{v.get('max_abs_delta', 0):.3g}); {v.get('changed_other')} others")]
+    elif "compared" in v:
+        rows.append(("Changed vs base", f"{v['changed_targeted'] + v['changed_other']} of {v['compared']} tensors"))
+    for key, value in info.get("metrics", {}).items():
+        rows.append((key, f"{value:.4f}"))
+    rows += [("Greedy sample", repr(v["sample"][:80])), ("Time", f"{info['seconds']} s")]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print("merged model ready")
+        for key, value in rows:
+            print(f"  {key}: {value}")
+        return
+    table = Table(title="merged model ready", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    Console().print(table)

@@ -1,0 +1,69 @@
+"""`rlrecipes expect`: judge a run's logs against its recipe's `expect:` block (rlrecipes.after.expect).
+
+Reads only: the logs (as `rlrecipes report` reads them), the recipe, the eval summary. Writes nothing but
+the JSON result, and that only with --out (temp file + rename). Exit 0: everything measured is met;
+1: something is missed; 2: bad input (no such recipe or profile, an empty log, a log of another recipe).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rlrecipes.errors import RecipeError
+
+
+def expect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", nargs="?",
+                        help="the run's log directory (LOG_DIR/<recipe>: metrics-*.jsonl and/or console-*.log)")
+    parser.add_argument("--log", action="append", default=[], metavar="FILE",
+                        help="a metrics file (metrics-<stamp>.jsonl or console-<stamp>.log); repeatable")
+    parser.add_argument("--recipe", required=True,
+                        help="the recipe the run trained (its expect: block is the contract)")
+    parser.add_argument("--profile", required=True, help="the profile it ran on (s/step and memory are per profile)")
+    parser.add_argument("--eval", metavar="DIR", help="output directory of `rlrecipes eval` (held-out accuracy, "
+                                                      "the merged model's score)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    parser.add_argument("--out", metavar="FILE", help="also write the JSON result to FILE (atomically)")
+
+
+def expect(args: argparse.Namespace) -> int:
+    from rlrecipes.after.expect import check_run
+
+    if not args.run_dir and not args.log:
+        raise RecipeError("no run to judge", where="arguments", hint="give RUN_DIR or --log FILE")
+    result = check_run(args.recipe, args.profile, args.run_dir, args.log, args.eval)
+    text = json.dumps(result.as_dict(), indent=2) + "\n"
+    if args.out:
+        from rlrecipes.fsutil import atomic_write_text
+
+        atomic_write_text(args.out, text)
+    if args.json:
+        sys.stdout.write(text)
+    else:
+        print_table(result)
+    return result.exit_code
+
+
+def print_table(result) -> None:
+    from rlrecipes.after.expect import STATUS_STYLE, TABLE_HEADER, table_rows, verdict_line
+
+    try:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+    except ImportError:  # the verl venvs have no rich
+        for row in table_rows(result):
+            print(" | ".join(row))
+        print(verdict_line(result))
+        return
+    table = Table(title=f"Expected result: {result.recipe} on {result.profile}")
+    for name in TABLE_HEADER:
+        table.add_column(name, overflow="fold")
+    for row in table_rows(result):
+        status = row[4]
+        table.add_row(*map(escape, row[:4]), f"[{STATUS_STYLE[status]}]{status}[/]", escape(row[5]))
+    console = Console()
+    console.print(table)
+    console.print(escape(verdict_line(result)))

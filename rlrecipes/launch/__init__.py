@@ -1,0 +1,1 @@
+"""Starting a run: the staged reproduction, Ray clusters, RunPod templates."""

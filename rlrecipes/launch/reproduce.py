@@ -1,0 +1,192 @@
+"""`rlrecipes reproduce RECIPE`: one run from nothing to a verdict, resumable stage by stage.
+
+    assets (or data, model) -> train -> merge -> eval -> report -> expect
+
+Every stage is a stage of the image's entry point (scripts/entrypoint.sh), run as its own process, so what
+a stage does is written once, there: `train` is the entry point's `resume` (resume-check, preflight, the
+launcher, a relaunch after a stall), `data` and `model` are its own stages, and `merge`, `eval`, `report`,
+`expect` and the offline asset builders (a recipe's `assets:` key) are rlrecipes commands it passes on.
+This module orders them and remembers which finished.
+
+State: LOG_DIR/RECIPE/reproduce.json, rewritten atomically after every stage. A stage is done once its
+process exited 0 (expect: 0 or 1, which is its verdict, not a failure). A rerun skips the done stages and
+runs the first one that is not from its start, replacing what it left half-written: the asset builders and
+`data` rebuild what their manifest does not match, `model` resumes its download, verl resumes training at
+its last complete checkpoint (resume-check repairs the tracker first), merge replaces its output
+(--force), eval, report and expect rewrite theirs. The state names the recipe, profile and overrides it
+was started with; a rerun with others is refused, `--restart` starts over.
+
+Exit status: expect's (0 all that was measured met, 1 something missed), else that of the stage that
+failed (130 / 143 when interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlrecipes.errors import EnvironmentMissing, RecipeError
+from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.paths import repo_root
+
+STATE_FILE = "reproduce.json"
+STATE_VERSION = 1
+REPORTS_DIR_DEFAULT = "/workspace/reports"
+FAST_EVAL_MAX_NEW_TOKENS = 512  # `rlrecipes eval --max-new-tokens`' default  # compose.yaml / in-image.sh mount ./reports there
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    argv: tuple[str, ...]  # the entry point's arguments: its stage, then that stage's arguments
+    verdicts: tuple[int, ...] = (0,)  # exit statuses that finish the stage
+
+
+def plan_stages(run, overrides: list[str], reports_dir: Path) -> list[Stage]:
+    """The stages of `run` (a ResolvedRun), in order, with the paths each reads and writes."""
+    paths = run.paths
+    models = Path(paths["MODELS_DIR"])
+    logs, name, profile = run.log_dir, run.name, run.profile.name
+    merged = models / f"{name}-merged"
+    evaluated = merged / "eval"
+    stages: list[Stage] = []
+    if run.recipe.assets:  # built offline, model and data together (smoke-assets, canary-assets)
+        stages.append(Stage("assets", (run.recipe.assets, "--models-dir", str(models),
+                                       "--data-dir", paths["DATA_DIR"])))
+    else:
+        stages += [Stage("data", ("data",)), Stage("model", ("model",))]
+    # The fast eval generates no longer than the rollout could (what training was scored on), nor longer
+    # than its own default.
+    max_new = min(FAST_EVAL_MAX_NEW_TOKENS, run.get("data.max_response_length", kind=int))
+    eval_args = ["--out", str(evaluated), "--max-new-tokens", str(max_new)]
+    if run.recipe.assets:
+        eval_args.append("--skip-lm-eval")  # lm-eval's gsm8k is the hub's GSM8K, not the recipe's offline task
+    stages += [
+        Stage("train", ("resume", *overrides)),
+        Stage("merge", ("merge", str(run.ckpt_dir), "--recipe", name, "--out", str(merged), "--log-dir", str(logs),
+                        "--force")),
+        Stage("eval", ("eval", str(merged), *eval_args)),
+        Stage("report", ("report", str(logs), "--out", str(reports_dir / name), "--eval", str(evaluated),
+                         "--recipe", name, "--profile", profile)),
+        Stage("expect", ("expect", str(logs), "--recipe", name, "--profile", profile, "--eval", str(evaluated),
+                         "--out", str(logs / "expect.json")), verdicts=(0, 1)),
+    ]
+    return stages
+
+
+class Run:
+    """The state file of one reproduction: which stages finished, with their exit status and duration."""
+
+    def __init__(self, path: Path, identity: dict, restart: bool):
+        self.path = path
+        self.identity = identity
+        state = None if restart else self._read()
+        if state is not None and state.get("identity") != identity:
+            raise RecipeError(
+                f"it was started as {json.dumps(state.get('identity'), sort_keys=True)}, not as "
+                f"{json.dumps(identity, sort_keys=True)}", where=str(path),
+                hint="rerun it as it was started, or pass --restart to start over (stages run again)")
+        self.stages: dict[str, dict] = (state or {}).get("stages", {})
+
+    def _read(self) -> dict | None:
+        try:
+            state = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise RecipeError(f"unreadable state: {exc}", where=str(self.path),
+                              hint="pass --restart to start over") from None
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
+                or not isinstance(state.get("stages"), dict):
+            raise RecipeError(f"not a reproduce state of version {STATE_VERSION}", where=str(self.path),
+                              hint="pass --restart to start over")
+        return state
+
+    def done(self, stage: Stage) -> bool:
+        return self.stages.get(stage.name, {}).get("status") == "done"
+
+    def record(self, stage: Stage, status: str, **fields) -> None:
+        self.stages[stage.name] = {"status": status, **fields}
+        atomic_write_text(self.path, json.dumps({"version": STATE_VERSION, "identity": self.identity,
+                                                 "stages": self.stages}, indent=2) + "\n")
+
+
+def run_stage(entrypoint: Path, stage: Stage, env: dict[str, str]) -> int:
+    """Run one stage; TERM/INT/HUP reaching this process go on to it (the stop guard saves on them)."""
+    child = subprocess.Popen(["bash", str(entrypoint), *stage.argv], env=env)
+    forwarded: list[int] = []
+
+    def forward(signum, _frame):
+        forwarded.append(signum)
+        child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if code < 0:  # ended by a signal: report it the way a shell does
+        code = 128 - code
+    if forwarded and code in stage.verdicts:
+        code = 128 + forwarded[0]  # stopped, even if it exited cleanly: not finished
+    return code
+
+
+def reproduce_arguments(parser: argparse.ArgumentParser) -> None:
+    from rlrecipes.cli.recipe import recipe_arguments
+
+    recipe_arguments(parser)
+    parser.add_argument("--restart", action="store_true", help="forget the finished stages and start over")
+    parser.add_argument("--list", action="store_true", help="print the stages and their state; run nothing")
+
+
+def reproduce(args: argparse.Namespace) -> int:
+    from rlrecipes.recipe.load import resolve
+
+    run = resolve(args.recipe, profile=args.profile, overrides=args.overrides)
+    reports_dir = Path(os.environ.get("REPORTS_DIR", REPORTS_DIR_DEFAULT))
+    stages = plan_stages(run, list(args.overrides), reports_dir)
+    identity = {"recipe": run.name, "profile": run.profile.name, "overrides": list(args.overrides)}
+    state = Run(run.log_dir / STATE_FILE, identity, restart=args.restart and not args.list)
+    if args.list:
+        for stage in stages:
+            info = state.stages.get(stage.name, {})
+            print(f"{stage.name:8} {info.get('status', 'to do'):12} entrypoint.sh {' '.join(stage.argv)}")
+        return 0
+    entrypoint = repo_root() / "scripts" / "entrypoint.sh"
+    if not entrypoint.is_file():
+        raise EnvironmentMissing("no entry point to run the stages with", where=str(entrypoint),
+                                 hint="run it in an rlrecipes image (make reproduce) or a full checkout "
+                                      "(RLRECIPES_HOME names it)")
+    env = {**os.environ, "RECIPE": run.name, "PROFILE": run.profile.name, **run.paths}
+    for stage in stages:
+        if state.done(stage):
+            print(f"[reproduce] {stage.name}: done before (exit {state.stages[stage.name]['exit']}); skipped",
+                  flush=True)
+            continue
+        print(f"[reproduce] {stage.name}: entrypoint.sh {' '.join(stage.argv)}", flush=True)
+        state.record(stage, "running", started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        started = time.monotonic()
+        code = run_stage(entrypoint, stage, env)
+        seconds = round(time.monotonic() - started, 1)
+        if code not in stage.verdicts:
+            state.record(stage, "failed", exit=code, seconds=seconds)
+            print(f"[reproduce] {stage.name} failed (exit {code}) after {seconds} s; run the same command "
+                  f"again to go on from {stage.name} (the stages before it are kept)", file=sys.stderr, flush=True)
+            return code
+        state.record(stage, "done", exit=code, seconds=seconds)
+        print(f"[reproduce] {stage.name}: done in {seconds} s", flush=True)
+    verdict = state.stages["expect"]["exit"]
+    print(f"[reproduce] {run.name} on {run.profile.name}: expected result "
+          f"{'met' if verdict == 0 else 'MISSED'} ({run.log_dir / 'expect.json'}; report: "
+          f"{reports_dir / run.name / 'report.html'})", flush=True)
+    return verdict
+

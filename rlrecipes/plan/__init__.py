@@ -1,0 +1,1 @@
+"""What a run will need before it starts: batch maths, schedule, memory, disk, hours."""

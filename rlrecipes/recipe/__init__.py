@@ -1,0 +1,1 @@
+"""Recipe + profile + overrides -> one validated verl config, rendered to a launcher."""
