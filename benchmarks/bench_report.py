@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from rlrecipes.report.metrics import load_run
+    from rlrecipes.verl.run_metrics import load_run
 
     results: dict = {"steps": args.steps, "metrics_per_step": len(KEYS) + 1, "python": platform.python_version(),
                      "cpus": os.cpu_count()}

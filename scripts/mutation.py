@@ -45,7 +45,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
     "memory": ("rlrecipes/plan/memory.py", ["tests/test_memory.py"], []),
     "patch": ("scripts/patch_verl_p40.py", ["tests/test_patch_verl_p40.py"], ["-m", "not verl"]),
     "patch-hopper": ("scripts/patch_verl_hopper.py", ["tests/test_patch_verl_hopper.py"], ["-m", "not verl"]),
-    "report-metrics": ("rlrecipes/report/metrics.py", ["tests/test_report.py"], []),
+    "report-metrics": ("rlrecipes/verl/run_metrics.py", ["tests/test_report.py"], []),
 }
 COPY = ["rlrecipes", "scripts", "recipes", "tests", "docker", "pyproject.toml", "README.md"]
 

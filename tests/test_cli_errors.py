@@ -164,7 +164,7 @@ def test_env_file_naming_a_directory_and_gpu_inventory_naming_a_directory(places
 
 
 def test_report_skips_lines_with_a_step_that_is_not_a_whole_number(tmp_path, capsys):
-    from rlrecipes.report.metrics import read_jsonl
+    from rlrecipes.verl.run_metrics import read_jsonl
 
     path = tmp_path / "metrics-1.jsonl"
     path.write_text('{"step": NaN, "data": {}}\n{"step": Infinity, "data": {}}\n{"step": 1e999, "data": {}}\n'

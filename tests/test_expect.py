@@ -419,7 +419,7 @@ def test_canary_style_contract_without_eval_is_not_measured(home, capsys, tmp_pa
 def judged(steps: dict[int, dict[str, float]], profile: str = "a100-80gb"):
     from rlrecipes.after.expect import judge
     from rlrecipes.recipe.load import resolve
-    from rlrecipes.report.metrics import Launch, combine
+    from rlrecipes.verl.run_metrics import Launch, combine
 
     run = combine([Launch(Path(f"/logs/{GRPO}/metrics-1.jsonl"), "jsonl", "1", steps)])
     result = judge(load_recipe(GRPO).expect, GRPO, profile, run, settings=resolve(GRPO, profile, env={}))

@@ -13,7 +13,7 @@ import pytest
 from rlrecipes.after.expect import steady_step_times
 from rlrecipes.recipe.load import load_recipe
 from rlrecipes.reference import REFERENCE_CURVES
-from rlrecipes.report.metrics import load_run
+from rlrecipes.verl.run_metrics import load_run
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "docs" / "bench" / "gpu-data" / "canary"

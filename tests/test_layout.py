@@ -85,5 +85,5 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     """The rule above is not vacuous: an import of a later stage, at module level or inside a function, is seen."""
     probe = tmp_path / "probe.py"
     probe.write_text("from rlrecipes import ui\ndef f():\n    from rlrecipes.after.expect import judge\n"
-                     "import rlrecipes.report.metrics as m\n")
-    assert imports_of(probe) == {"rlrecipes.ui", "rlrecipes.after.expect", "rlrecipes.report.metrics"}
+                     "import rlrecipes.verl.run_metrics as m\n")
+    assert imports_of(probe) == {"rlrecipes.ui", "rlrecipes.after.expect", "rlrecipes.verl.run_metrics"}

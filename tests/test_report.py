@@ -13,7 +13,7 @@ import pytest
 
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
-from rlrecipes.report.metrics import Launch, combine, discover, headline, load_run, read_console, read_jsonl
+from rlrecipes.verl.run_metrics import Launch, combine, discover, headline, load_run, read_console, read_jsonl
 from rlrecipes.verl.logs import parse_console_line, parse_value
 
 # One launch of a run, as verl's trainer logs it: validation at the first step, then training steps with
@@ -323,7 +323,7 @@ def test_headline_by_hand():
     ("metrics-e.jsonl", b'{"step":4,"data":{"v":1}}\n{"step":4,"data":{"r":2}}\n', ({4: {"v": 1.0, "r": 2.0}}, False, 0)),
 ])
 def test_read_jsonl_in_full(tmp_path, name, data, expected):
-    from rlrecipes.report.metrics import read_log
+    from rlrecipes.verl.run_metrics import read_log
 
     path = tmp_path / name
     path.write_bytes(data)
@@ -344,7 +344,7 @@ def test_read_jsonl_in_full(tmp_path, name, data, expected):
     ("train.log", b"step:3 - r:3.0\n", ({3: {"r": 3.0}}, False)),
 ])
 def test_read_console_in_full(tmp_path, name, data, expected):
-    from rlrecipes.report.metrics import read_log
+    from rlrecipes.verl.run_metrics import read_log
 
     path = tmp_path / name
     path.write_bytes(data)
@@ -367,7 +367,7 @@ def test_read_console_in_full(tmp_path, name, data, expected):
     (["critic/score/mean", "x/val-core/acc/mean@1"], None),
 ])
 def test_accuracy_key_cases(keys, expected):
-    from rlrecipes.report.metrics import accuracy_key
+    from rlrecipes.verl.run_metrics import accuracy_key
 
     run = combine([Launch(Path("metrics-1.jsonl"), "jsonl", "1", {1: {k: 0.5 for k in keys}})])
     assert accuracy_key(run) == expected
@@ -408,7 +408,7 @@ def test_headline_of_nothing_and_of_the_fallback_keys():
 
 
 def test_missing_inputs_are_named_in_full(tmp_path):
-    from rlrecipes.report.metrics import read_log
+    from rlrecipes.verl.run_metrics import read_log
 
     hint = ("(hint: verl 0.8 writes metrics-<stamp>.jsonl (trainer.logger includes 'file'); on verl 0.5 tee stdout "
             "to console-<stamp>.log)")

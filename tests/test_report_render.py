@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.cli import main
-from rlrecipes.report.metrics import load_run
+from rlrecipes.verl.run_metrics import load_run
 from rlrecipes.report.plots import PANELS, panel_keys
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.cli import main
-from rlrecipes.report.metrics import load_run
+from rlrecipes.verl.run_metrics import load_run
 from rlrecipes.verl.rollout_sync import CORRELATION, DIFF_MAX, DIFF_MEAN, VALID, check_rollout_sync
 from rlrecipes.smoke.run import check_rollout_in_sync
 from rlrecipes.verl.logs import parse_steps

@@ -280,7 +280,7 @@ def _profile_checks(entry: ProfileExpect | NotMeasured, profile: str, run, setti
 
 def judge(expect: Expectations, recipe: str, profile: str, run, summary: dict | None = None, settings=None,
           eval_path: str | None = None) -> ExpectResult:
-    """Every expectation of `expect` against a run's metrics (rlrecipes.report.metrics.RunMetrics), an
+    """Every expectation of `expect` against a run's metrics (rlrecipes.verl.run_metrics.RunMetrics), an
     optional eval summary, and `settings` (the ResolvedRun of recipe x profile: for figures scaled from a
     record measured at other settings). Pure: reads nothing, writes nothing."""
     checks: list[Check] = []
@@ -335,7 +335,7 @@ def check_run(recipe_name: str, profile_name: str, run_dir: str | None = None, l
               eval_dir: str | None = None) -> ExpectResult:
     """Load recipe, profile, logs and eval summary, check they belong together, and judge the run."""
     from rlrecipes.recipe.load import load_profile, load_recipe, resolve
-    from rlrecipes.report.metrics import load_run
+    from rlrecipes.verl.run_metrics import load_run
 
     recipe = load_recipe(recipe_name)
     profile = load_profile(profile_name)
@@ -375,3 +375,24 @@ def verdict_line(result: ExpectResult) -> str:
     counts = result.counts()
     return (f"{result.recipe} on {result.profile}: {result.status.upper()} ({counts[MET]} met, {counts[MISSED]} "
             f"missed, {counts[NOT_MEASURED]} not measured)")
+
+
+def print_table(result) -> None:
+    try:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+    except ImportError:  # the verl venvs have no rich
+        for row in table_rows(result):
+            print(" | ".join(row))
+        print(verdict_line(result))
+        return
+    table = Table(title=f"Expected result: {result.recipe} on {result.profile}")
+    for name in TABLE_HEADER:
+        table.add_column(name, overflow="fold")
+    for row in table_rows(result):
+        status = row[4]
+        table.add_row(*map(escape, row[:4]), f"[{STATUS_STYLE[status]}]{status}[/]", escape(row[5]))
+    console = Console()
+    console.print(table)
+    console.print(escape(verdict_line(result)))

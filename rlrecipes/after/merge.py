@@ -146,7 +146,7 @@ def step_metrics(log_dir: Path | None, step: int) -> dict[str, float]:
     """Reward at the step and the last validation accuracy up to it, from the run's logs."""
     if log_dir is None or not log_dir.is_dir():
         return {}
-    from rlrecipes.report.metrics import REWARD_KEYS, accuracy_key, load_run
+    from rlrecipes.verl.run_metrics import REWARD_KEYS, accuracy_key, load_run
 
     try:
         run = load_run(log_dir)

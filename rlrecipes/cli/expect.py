@@ -29,7 +29,7 @@ def expect_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def expect(args: argparse.Namespace) -> int:
-    from rlrecipes.after.expect import check_run
+    from rlrecipes.after.expect import check_run, print_table
 
     if not args.run_dir and not args.log:
         raise RecipeError("no run to judge", where="arguments", hint="give RUN_DIR or --log FILE")
@@ -44,26 +44,3 @@ def expect(args: argparse.Namespace) -> int:
     else:
         print_table(result)
     return result.exit_code
-
-
-def print_table(result) -> None:
-    from rlrecipes.after.expect import STATUS_STYLE, TABLE_HEADER, table_rows, verdict_line
-
-    try:
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
-    except ImportError:  # the verl venvs have no rich
-        for row in table_rows(result):
-            print(" | ".join(row))
-        print(verdict_line(result))
-        return
-    table = Table(title=f"Expected result: {result.recipe} on {result.profile}")
-    for name in TABLE_HEADER:
-        table.add_column(name, overflow="fold")
-    for row in table_rows(result):
-        status = row[4]
-        table.add_row(*map(escape, row[:4]), f"[{STATUS_STYLE[status]}]{status}[/]", escape(row[5]))
-    console = Console()
-    console.print(table)
-    console.print(escape(verdict_line(result)))

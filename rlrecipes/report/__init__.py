@@ -1,7 +1,7 @@
 """`rlrecipes report`: plots and a one-page report (Markdown + single-file HTML) from a run's logs.
 
 Built after the run from the files verl wrote (nothing is threaded through training): the JSONL of
-verl 0.8's file logger or the console log of verl 0.5 (see `rlrecipes.report.metrics`), plus the
+verl 0.8's file logger or the console log of verl 0.5 (see `rlrecipes.verl.run_metrics`), plus the
 `rlrecipes eval` summary when one is given.
 """
 
@@ -28,7 +28,7 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report(args: argparse.Namespace) -> int:
-    from rlrecipes.report.metrics import load_run
+    from rlrecipes.verl.run_metrics import load_run
     from rlrecipes.report.plots import write_plots
     from rlrecipes.report.writer import build_report, headline_rows, write_report
 
@@ -68,7 +68,7 @@ def report(args: argparse.Namespace) -> int:
     paths = write_report(data, out)
     _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
     if expected is not None:
-        from rlrecipes.cli.expect import print_table
+        from rlrecipes.after.expect import print_table
 
         print_table(expected)
     return 0

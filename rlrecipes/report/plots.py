@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlrecipes.fsutil import atomic_path
-from rlrecipes.report.metrics import RunMetrics
+from rlrecipes.verl.run_metrics import RunMetrics
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.report.metrics import RunMetrics, headline
+from rlrecipes.verl.run_metrics import RunMetrics, headline
 from rlrecipes.report.plots import PANELS
 
 
