@@ -76,16 +76,16 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     if [ "${SKIP_GPU_WHEELS}" = 1 ]; then set -- --skip-gpu; fi; \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/hopper.lock "$@"
 
-# Anchored edits to verl 0.9.1 (scripts/patch_verl_hopper.py); the build fails if an anchor does not match.
+# Anchored edits to verl 0.9.1 (scripts/patch_verl.py --image hopper); the build fails if an anchor does not match.
 # critic-attn: verl loads the critic with FlashAttention-2 whatever its config says (verl #5210, open), and this
 #   image has no flash-attn: PPO would fail at start-up. Both sites take the config's attention instead.
 # rollout-skip-detokenize: verl's rollout is token-in/token-out, but vLLM detokenizes every token by default
 #   (SamplingParams.detokenize=True); on an H200 the GPU sat idle the last 8-11 s of each 3B rollout phase while
 #   the server still returned responses (docs/bench/gpu-hopper-3b.md). Off unless string stop/bad_words need
 #   it (verl PR #7679, open).
-COPY scripts/patch_verl_hopper.py /opt/rlrecipes/scripts/patch_verl_hopper.py
-RUN python /opt/rlrecipes/scripts/patch_verl_hopper.py \
-    && python /opt/rlrecipes/scripts/patch_verl_hopper.py --check
+COPY scripts/patch_verl.py /opt/rlrecipes/scripts/patch_verl.py
+RUN python /opt/rlrecipes/scripts/patch_verl.py --image hopper \
+    && python /opt/rlrecipes/scripts/patch_verl.py --image hopper --check
 
 # Optional FlashAttention-2 from verl's wheelhouse (see WITH_FLASH_ATTN above); --no-deps keeps the lock's torch.
 RUN --mount=type=cache,target=/root/.cache/pip \

@@ -3,7 +3,7 @@
 # sm_6x GPU; 2.7.1 is the last cu118 release, and the cu128 builds have no Pascal code at all.
 # Build:  make build-p40     (docker build -f docker/p40.Dockerfile -t rlrecipes/p40:<tag> .)
 # No vLLM (needs sm_70+), no flash-attn (needs sm_80; importing it would also switch verl to Triton kernels,
-# which need sm_70+). verl is patched for sm_61 by scripts/patch_verl_p40.py right after it is installed.
+# which need sm_70+). verl is patched for sm_61 by scripts/patch_verl.py --image p40 right after it is installed.
 # Every version is an ARG with a pinned default that rlrecipes/recipe/images.py repeats (tests/test_images.py).
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 (docs/images.md).
 # scripts/build-image.sh passes BASE_IMAGE=<this>@sha256:... when docker/bases.lock pins it (`make lock`).
@@ -80,10 +80,10 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python /opt/rlrecipes/scripts/install-lock.py /opt/rlrecipes/docker/p40.lock "$@"
 
 # verl 0.5.0 hard-codes bf16 autocast, flash-attn imports and a flash-attention critic; the patch fails the
-# build (exit 1, site named) if any anchor does not match verl as installed, and changes nothing then.
-COPY scripts/patch_verl_p40.py /opt/rlrecipes/scripts/patch_verl_p40.py
-RUN python3 /opt/rlrecipes/scripts/patch_verl_p40.py \
-    && python3 /opt/rlrecipes/scripts/patch_verl_p40.py --check
+# build (exit 1, edit named) if any anchor does not match verl as installed, and changes nothing then.
+COPY scripts/patch_verl.py /opt/rlrecipes/scripts/patch_verl.py
+RUN python3 /opt/rlrecipes/scripts/patch_verl.py --image p40 \
+    && python3 /opt/rlrecipes/scripts/patch_verl.py --image p40 --check
 
 # Optional NVIDIA apex for sm_61 (see WITH_APEX above): --cpp_ext --cuda_ext through apex's APEX_CPP_EXT /
 # APEX_CUDA_EXT switches (setup.py of 25.09), which, unlike --config-settings, also work with Ubuntu 22.04's pip 22.

@@ -43,8 +43,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
                                               "tests/test_verl_spec.py"], ["-m", "not verl"]),
     "overrides": ("rlrecipes/recipe/overrides.py", ["tests/test_recipe.py", "tests/test_schema_strict.py"], ["-m", "not verl"]),
     "memory": ("rlrecipes/plan/memory.py", ["tests/test_memory.py"], []),
-    "patch": ("scripts/patch_verl_p40.py", ["tests/test_patch_verl_p40.py"], ["-m", "not verl"]),
-    "patch-hopper": ("scripts/patch_verl_hopper.py", ["tests/test_patch_verl_hopper.py"], ["-m", "not verl"]),
+    "patch": ("scripts/patch_verl.py", ["tests/test_patch_verl.py"], ["-m", "not verl"]),
     "report-metrics": ("rlrecipes/verl/run_metrics.py", ["tests/test_report.py"], []),
 }
 COPY = ["rlrecipes", "scripts", "recipes", "tests", "docker", "pyproject.toml", "README.md"]

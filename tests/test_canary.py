@@ -96,8 +96,8 @@ def test_generate_with_given_position_ids_pins_new_tokens_to_the_last_prompt_pos
     """The call verl 0.5.0's HF rollout makes (left-padded prompts, position_ids from the mask, cache on,
     generate() of the transformers its image pins): every generated token is fed to the model at the last
     prompt position; without position_ids generate() derives them from the mask and they advance. This is
-    what scripts/patch_verl_p40.py's rollout-position-ids edit removes; on a GPU the pinned rollout wrote
-    "1777777..." and scored 0 (docs/bench/gpu-canary.md)."""
+    what the rollout-position-ids edit of scripts/patch_verl.py --image p40 removes; on a GPU the pinned
+    rollout wrote "1777777..." and scored 0 (docs/bench/gpu-canary.md)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 

@@ -87,8 +87,9 @@ def test_installed_packages_are_exactly_the_lock(docker_env, standin_image):  # 
 @pytest.mark.parametrize("standin_image", ["p40"], indirect=True)
 def test_p40_verl_is_patched_and_flash_attn_absent(docker_env, standin_image):  # noqa: F811
     _, image = standin_image
-    proc = run_in(docker_env, image, "/opt/rlrecipes/scripts/patch_verl_p40.py", "--check", entrypoint="python3")
-    assert re.search(r"^all \d+ sites patched$", proc.stdout, flags=re.M), proc.stdout
+    proc = run_in(docker_env, image, "/opt/rlrecipes/scripts/patch_verl.py", "--image", "p40", "--check",
+                  entrypoint="python3")
+    assert re.search(r"^all \d+ edits applied$", proc.stdout, flags=re.M), proc.stdout
     assert "MISMATCH" not in proc.stdout
     probe = "import importlib.util as u; print(u.find_spec('flash_attn'), u.find_spec('vllm'))"
     assert run_in(docker_env, image, "-c", probe, entrypoint="python3").stdout.strip() == "None None"

@@ -93,6 +93,6 @@ def test_p40_lock_installs_for_real_on_python_310_with_pip_22():
     sh(python, "-m", "pip", "install", "torch==2.6.0")  # PyPI's cu124 build, standing in for +cu118
     sh(python, "rlrecipes/recipe/images.py", "check-torch", "p40")
     sh(python, "scripts/install-lock.py", "docker/p40.lock")
-    sh(python, "scripts/patch_verl_p40.py")
-    sh(python, "scripts/patch_verl_p40.py", "--check")
+    sh(python, "scripts/patch_verl.py", "--image", "p40")
+    sh(python, "scripts/patch_verl.py", "--image", "p40", "--check")
     print(sh(python, "-c", IMPORTS_P40).stdout)

@@ -29,7 +29,7 @@ def verl_here():
     if version is None:
         skip_or_fail("gpu", "verl is not installed in this interpreter (`make test-gpu` runs these tests in an image)")
     if version == "0.5.0":
-        check = subprocess.run([sys.executable, str(REPO / "scripts" / "patch_verl_p40.py"), "--check"],
+        check = subprocess.run([sys.executable, str(REPO / "scripts" / "patch_verl.py"), "--image", "p40", "--check"],
                                capture_output=True, text=True, timeout=60)
         assert check.returncode == 0, f"verl 0.5.0 is not patched for this stack:\n{check.stdout}{check.stderr}"
     return version

@@ -15,7 +15,7 @@ stamp "install wheels, patch verl"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   > "$W/pip.log" 2>&1 || { cat "$W/pip.log"; exit 1; }
 export PYTHONPATH="/tmp/site:$PWD"
-python3 scripts/patch_verl_p40.py | tail -1
+python3 scripts/patch_verl.py --image p40 | tail -1
 stamp "3B assets"
 python3 -m rlrecipes smoke-assets --out "$W/fit3b-assets" --arch qwen2.5-3b --dtype bfloat16 --train-rows 256 \
   > "$OUT/fit3b.log" 2>&1 || { cat "$OUT/fit3b.log"; exit 1; }

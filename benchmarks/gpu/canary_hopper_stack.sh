@@ -31,7 +31,7 @@ OVERRIDES=()
 stamp "versions"
 { nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
   python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
-  python3 scripts/patch_verl_hopper.py
+  python3 scripts/patch_verl.py --image hopper
 } > "$O/env.txt" 2>&1
 cat "$O/env.txt"
 

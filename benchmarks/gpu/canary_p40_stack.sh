@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU: the learning canary on the P40 stack (verl 0.5.0 + scripts/patch_verl_p40.py + HF rollout), on a
+# GPU: the learning canary on the P40 stack (verl 0.5.0 + scripts/patch_verl.py --image p40 + HF rollout), on a
 # host without internet. Device machine, repo root, the offline wheel bundle in .bundle/ (see
 # docs/bench/gpu-canary.md for how it was packed).
 #
@@ -29,7 +29,7 @@ export PYTHONPATH="/tmp/site:$PWD"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
   python3 -c 'import sys, torch, transformers, verl, ray, peft; print("python", sys.version.split()[0]); [print(m.__name__, m.__version__) for m in (torch, transformers, verl, ray, peft)]'
-  python3 scripts/patch_verl_p40.py 2>&1 | tail -2
+  python3 scripts/patch_verl.py --image p40 2>&1 | tail -2
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 

@@ -2,9 +2,9 @@
 # The 3B GRPO-LoRA measurement on the lent H200 (Hopper stack from the offline bundle in /root/site, the
 # machine's torch 2.11.0+cu130), started detached by bundle_install_and_start.sh (JOB=benchmarks/gpu/flagship_3b_hopper.sh):
 #   1. the plan's prediction for these settings (rlrecipes plan --json), written before the run;
-#   2. verl (with the image's edits, scripts/patch_verl_hopper.py): qwen2.5-3b-gsm8k-grpo-lora as shipped on
-#      profile h200-141gb (its real architecture, random bf16 weights, LoRA r64/a32 all-linear, vLLM rollout
-#      with CUDA graphs), 3 steps at BATCH prompts x 5, ignore_eos (every response runs to 1024 tokens);
+#   2. verl (with the image's edits, scripts/patch_verl.py --image hopper): qwen2.5-3b-gsm8k-grpo-lora as
+#      shipped on profile h200-141gb (its real architecture, random bf16 weights, LoRA r64/a32 all-linear, vLLM
+#      rollout with CUDA graphs), 3 steps at BATCH prompts x 5, ignore_eos (every response runs to 1024 tokens);
 #      per-phase GPU memory from NVML samples joined with verl's phase timers (benchmarks/gpu/site,
 #      gpu_sampler.py, phase_peaks.py);
 #      verl's rollout phase split by the agent-loop marks (benchmarks/gpu/agent_marks.py);
@@ -35,9 +35,9 @@ OVR=(data.train_batch_size="$BATCH" actor_rollout_ref.actor.ppo_mini_batch_size=
      actor_rollout_ref.rollout.ignore_eos=true)
 
 stamp "versions"
-# verl as the image has it: the anchored edits of scripts/patch_verl_hopper.py (critic attention; the rollout asks
-# vLLM for no per-token detokenization). Runs before the third sitting (2026-12-02) had neither edit.
-python3 scripts/patch_verl_hopper.py > "$O/verl-edits.txt" 2>&1 || { cat "$O/verl-edits.txt"; exit 1; }
+# verl as the image has it: the anchored edits of scripts/patch_verl.py --image hopper (critic attention; the
+# rollout asks vLLM for no per-token detokenization). Runs before the third sitting (2026-12-02) had neither edit.
+python3 scripts/patch_verl.py --image hopper > "$O/verl-edits.txt" 2>&1 || { cat "$O/verl-edits.txt"; exit 1; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
 } > "$O/versions.txt" 2>&1

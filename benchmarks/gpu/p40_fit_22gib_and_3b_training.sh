@@ -14,7 +14,7 @@ stamp "install wheels, patch verl"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   > "$W/pip.log" 2>&1 || { cat "$W/pip.log"; exit 1; }
 export PYTHONPATH="/tmp/site:$PWD"
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 scripts/patch_verl_p40.py; } \
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 scripts/patch_verl.py --image p40; } \
   > "$OUT/env.txt" 2>&1
 tail -1 "$OUT/env.txt"
 python3 -m rlrecipes smoke-assets --out "$W/assets" > "$W/assets.log" 2>&1 || { cat "$W/assets.log"; exit 1; }

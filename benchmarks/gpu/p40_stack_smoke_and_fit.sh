@@ -23,11 +23,11 @@ cat "$OUT/env.txt"
 
 stamp "copies of verl for the demos, then patch the installed verl"
 for v in pristine no-critic-attn no-nn; do mkdir -p "$W/verl-$v" && cp -r /tmp/site/verl "$W/verl-$v/"; done
-python3 scripts/patch_verl_p40.py --verl-root "$W/verl-no-critic-attn/verl" --skip critic-attn-implementation \
+python3 scripts/patch_verl.py --image p40 --verl-root "$W/verl-no-critic-attn/verl" --skip critic-attn-implementation \
   --skip valuehead-token-classification-attn --skip valuehead-causal-lm-attn > "$W/patch-demos.log" 2>&1
-python3 scripts/patch_verl_p40.py --verl-root "$W/verl-no-nn/verl" --skip rollout-num-return-sequences >> "$W/patch-demos.log" 2>&1
-python3 scripts/patch_verl_p40.py 2>&1 | tee "$OUT/patch.log"
-python3 scripts/patch_verl_p40.py 2>&1 | tail -1 | tee -a "$OUT/patch.log"   # idempotent: second run changes nothing
+python3 scripts/patch_verl.py --image p40 --verl-root "$W/verl-no-nn/verl" --skip rollout-num-return-sequences >> "$W/patch-demos.log" 2>&1
+python3 scripts/patch_verl.py --image p40 2>&1 | tee "$OUT/patch.log"
+python3 scripts/patch_verl.py --image p40 2>&1 | tail -1 | tee -a "$OUT/patch.log"   # idempotent: second run changes nothing
 cat "$W/patch-demos.log" >> "$OUT/patch.log"
 
 stamp "assets (tiny + qwen2.5-0.5b architecture)"

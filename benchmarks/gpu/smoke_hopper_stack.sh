@@ -5,7 +5,7 @@
 #   actor_rollout_ref.actor.strategy=fsdp2 / critic.strategy=fsdp2: with FSDP1 (verl's default `fsdp`)
 #     and peft >= 0.21 the LoRA adapter reaches vLLM empty (docs/bench/gpu-hopper.md says why);
 #   actor_rollout_ref.rollout.enforce_eager=true: no torch.compile / CUDA graphs (start-up time; a rig check).
-# and scripts/patch_verl_hopper.py on the installed verl (its critic forces flash-attn: verl #5210; vLLM's
+# and scripts/patch_verl.py --image hopper on the installed verl (its critic forces flash-attn: verl #5210; vLLM's
 # per-token detokenization off in the rollout: verl PR #7679).
 # RECIPES picks the smoke recipes (default: both).
 set -uo pipefail
@@ -24,7 +24,7 @@ stamp "versions"
 } > "$O/versions.txt" 2>&1
 tail -3 "$O/versions.txt"
 python3 -m pip list --path /root/site --format=freeze > "$O/site-freeze.txt" 2>/dev/null
-python3 scripts/patch_verl_hopper.py | tee -a "$O/versions.txt"
+python3 scripts/patch_verl.py --image hopper | tee -a "$O/versions.txt"
 python3 -m rlrecipes smoke-assets --out "$W/assets" > "$O/assets.txt" 2>&1 || { stamp "smoke-assets failed"; touch "$O/DONE"; exit 1; }
 
 for R in ${RECIPES:-smoke-grpo-lora smoke-ppo}; do

@@ -202,8 +202,9 @@ def detect_profile() -> str:
 
 
 def check_patch(python: str) -> Check:
-    script = repo_root() / "scripts" / "patch_verl_p40.py"
-    result = subprocess.run([python, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    script = repo_root() / "scripts" / "patch_verl.py"
+    result = subprocess.run([python, str(script), "--image", "p40", "--check"], capture_output=True, text=True,
+                            timeout=120)
     lines = [ln.strip() for ln in (result.stdout + result.stderr).splitlines() if ln.strip()]
     return Check("stack", "verl 0.5.0 P40 patch applied", result.returncode == 0, lines[-1] if lines else "")
 

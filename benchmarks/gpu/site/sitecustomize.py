@@ -25,7 +25,7 @@ RLRECIPES_VLLM_SAMPLING='{"detokenize": false}'
     verl >= 0.9: merge these keys into the sampling parameters of every request verl's vLLM server
     builds (vLLMHttpServer.generate turns the dict into vllm.SamplingParams). An experiment switch: it
     measured the rollout without vLLM's per-token detokenization (verl reads only token ids; verl
-    PR #7679), which the image now ships as an anchored edit (scripts/patch_verl_hopper.py, applied by
+    PR #7679), which the image now ships as an anchored edit (scripts/patch_verl.py --image hopper, applied by
     flagship_3b_hopper.sh too); `{"detokenize": true}` measures the rollout as verl releases it.
 RLRECIPES_FREEZE_ROLLOUT_ADAPTER=1
     A negative control, never a fix: verl >= 0.9 with LoRA and a vLLM rollout keeps sending the adapter
