@@ -210,7 +210,7 @@ def test_zip_cache_reads_a_file_once_until_its_size_or_mtime_changes(tmp_path, m
     ("mergeable", ["model_world_size_1_rank_0.pt", "fsdp_config.json", "huggingface/config.json"], (True, "")),
 ])
 def test_actor_complete_says_why_a_merge_cannot_read_it(tmp_path, case, files, expected):
-    from rlrecipes.verl.checkpoints import actor_complete
+    from rlrecipes.verl.checkpoint_ref import actor_complete
 
     actor = tmp_path / "global_step_3" / "actor"
     for name in files or []:
@@ -277,7 +277,7 @@ NO_TRACKER = ("{run}/latest_checkpointed_iteration.txt: no usable latest_checkpo
 ])
 def test_locate_checkpoint_in_a_run_dir_in_full(tmp_path, tracker, step, expected):
     from rlrecipes.errors import RecipeError
-    from rlrecipes.verl.checkpoints import CheckpointRef, locate_checkpoint
+    from rlrecipes.verl.checkpoint_ref import CheckpointRef, locate_checkpoint
 
     run = _run_dir(tmp_path, tracker)
     if isinstance(expected, int):
@@ -290,7 +290,7 @@ def test_locate_checkpoint_in_a_run_dir_in_full(tmp_path, tracker, step, expecte
 
 def test_locate_checkpoint_lists_none_when_no_step_is_on_disk(tmp_path):
     from rlrecipes.errors import RecipeError
-    from rlrecipes.verl.checkpoints import locate_checkpoint
+    from rlrecipes.verl.checkpoint_ref import locate_checkpoint
 
     with pytest.raises(RecipeError) as info:
         locate_checkpoint(tmp_path)
@@ -302,7 +302,7 @@ def test_locate_checkpoint_lists_none_when_no_step_is_on_disk(tmp_path):
 
 def test_locate_checkpoint_takes_a_step_dir_or_its_actor_relative_or_not(tmp_path, monkeypatch):
     from rlrecipes.errors import RecipeError
-    from rlrecipes.verl.checkpoints import CheckpointRef, locate_checkpoint
+    from rlrecipes.verl.checkpoint_ref import CheckpointRef, locate_checkpoint
 
     tmp_path = tmp_path.resolve()
     run = _run_dir(tmp_path, "3")
@@ -328,7 +328,7 @@ def test_locate_checkpoint_takes_a_step_dir_or_its_actor_relative_or_not(tmp_pat
 
 def test_locate_checkpoint_refuses_an_actor_outside_a_step_dir(tmp_path):
     from rlrecipes.errors import RecipeError
-    from rlrecipes.verl.checkpoints import locate_checkpoint
+    from rlrecipes.verl.checkpoint_ref import locate_checkpoint
 
     copied = _actor(tmp_path / "backup" / "actor_copy", world=2)
     with pytest.raises(RecipeError) as info:

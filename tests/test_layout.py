@@ -50,6 +50,11 @@ def test_readme_map_names_nothing_that_does_not_exist():
             assert any((folder / name).is_file() for folder in where if folder), f"the map names {name}: no such file"
 
 
+def test_no_module_over_500_lines():
+    long = {str(p.relative_to(REPO)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long
+
+
 def test_at_most_eight_modules_at_the_top():
     top = [p.name for p in PACKAGE.glob("*.py")]
     assert len(top) <= 8, top

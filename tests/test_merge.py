@@ -11,7 +11,7 @@ import pytest
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.after.merge import lora_alpha_for
 from rlrecipes.verl.checkpoints import TRACKER_NAME as TRACKER
-from rlrecipes.verl.checkpoints import actor_complete, locate_checkpoint
+from rlrecipes.verl.checkpoint_ref import actor_complete, locate_checkpoint
 from rlrecipes.watchdog.simulate import write_pt
 
 TESTS = Path(__file__).resolve().parent
@@ -412,7 +412,7 @@ def test_resolve_dtype(requested, recipe_dtype, config_dtype, expected):
 
 def test_existing_output_needs_force(tmp_path):
     from rlrecipes.after.merge import merge_checkpoint
-    from rlrecipes.verl.checkpoints import CheckpointRef
+    from rlrecipes.verl.checkpoint_ref import CheckpointRef
 
     pytest.importorskip("transformers")
     out = tmp_path / "out"
@@ -425,8 +425,8 @@ def test_existing_output_needs_force(tmp_path):
 
 
 def test_force_replaces_an_earlier_merge_or_an_empty_directory(tmp_path):
-    from rlrecipes.after.merge import check_output
-    from rlrecipes.verl.checkpoints import CheckpointRef
+    from rlrecipes.after.merge_output import check_output
+    from rlrecipes.verl.checkpoint_ref import CheckpointRef
 
     ref = CheckpointRef(tmp_path / "run", 1, make_actor(tmp_path / "run" / "global_step_1" / "actor"))
     earlier, empty = tmp_path / "merged", tmp_path / "empty"
@@ -471,7 +471,7 @@ def _tiny_base_and_adapter(tmp_path: Path, b_scale: float) -> tuple[Path, Path]:
 def test_fused_logits_equal_base_plus_adapter_and_differ_from_base(tmp_path, dtype):
     import torch
 
-    from rlrecipes.after.merge import check_fused_logits, fuse_lora
+    from rlrecipes.after.lora_fuse import check_fused_logits, fuse_lora
 
     base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.1)
     (tmp_path / "work").mkdir()
@@ -484,7 +484,7 @@ def test_fused_logits_equal_base_plus_adapter_and_differ_from_base(tmp_path, dty
 def test_a_fuse_that_does_not_reproduce_the_adapter_is_refused(tmp_path):
     import torch
 
-    from rlrecipes.after.merge import check_fused_logits, fuse_lora
+    from rlrecipes.after.lora_fuse import check_fused_logits, fuse_lora
 
     base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.1)
     (tmp_path / "work").mkdir()
@@ -498,7 +498,7 @@ def test_a_fuse_that_does_not_reproduce_the_adapter_is_refused(tmp_path):
 
 
 def test_a_merged_model_equal_to_the_base_is_refused(tmp_path):
-    from rlrecipes.after.merge import check_fused_logits, fuse_lora
+    from rlrecipes.after.lora_fuse import check_fused_logits, fuse_lora
 
     base_dir, adapter = _tiny_base_and_adapter(tmp_path, b_scale=0.0)  # an untrained adapter: B = 0
     (tmp_path / "work").mkdir()
@@ -512,10 +512,10 @@ def test_a_merged_model_equal_to_the_base_is_refused(tmp_path):
 HALF_MERGE = r'''
 import sys, tempfile, time
 from pathlib import Path
-from rlrecipes.after import merge
+from rlrecipes.after import merge_output
 out = Path(sys.argv[1])
-claim = merge.claim_output(out)
-work = Path(tempfile.mkdtemp(prefix=merge._PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
+claim = merge_output.claim_output(out)
+work = Path(tempfile.mkdtemp(prefix=merge_output._PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
 (work / "verl_merged").mkdir()
 (work / "verl_merged" / "model.safetensors").write_bytes(b"half" * 1000)
 print(work, flush=True)
@@ -535,7 +535,7 @@ def _half_merge(out: Path):
 def test_the_next_merge_removes_what_a_killed_merge_left_and_spares_a_live_one(tmp_path, capsys):
     import signal
 
-    from rlrecipes.after.merge import claim_output
+    from rlrecipes.after.merge_output import claim_output
 
     models = tmp_path / "models"
     models.mkdir()

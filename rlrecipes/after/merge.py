@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import re
 import shutil
 import sys
@@ -33,10 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.fsutil import LockHeld, atomic_write_text, claim_lock
+from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.after.lora_fuse import _torch_dtype, check_fused_logits, compare_to_base, fuse_lora, greedy_sample
+from rlrecipes.after.merge_output import _PARTIAL_PREFIX, check_output, claim_output
 from rlrecipes.ui import run_logged
-from rlrecipes.verl.checkpoints import (LORA_ADAPTER_DIR, STEP_DIR_PATTERN, TRACKER_NAME, CheckpointRef,
-                                        locate_checkpoint, step_of)
+from rlrecipes.verl.checkpoint_ref import CheckpointRef, locate_checkpoint
+from rlrecipes.verl.checkpoints import LORA_ADAPTER_DIR, STEP_DIR_PATTERN
 
 DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
 # Module path of a LoRA tensor in the adapter file verl's merger writes (PEFT's saved-key layout).
@@ -186,155 +187,6 @@ def run_verl_merger(actor_dir: Path, target: Path, log_file: Path) -> None:
                           hint="its whole output is in that log")
 
 
-def _torch_dtype(name: str):
-    import torch
-
-    return getattr(torch, name)
-
-
-def fuse_lora(base_path: Path, adapter_dir: Path, rank: int, alpha: float, targets: list[str], work: Path):
-    """PEFT: base + adapter (alpha fixed) -> merge_and_unload, computed in fp32. Returns the fused model."""
-    import torch
-    from peft import LoraConfig, PeftModel
-    from transformers import AutoModelForCausalLM
-
-    fixed = work / "adapter"
-    fixed.mkdir()
-    shutil.copy2(adapter_dir / "adapter_model.safetensors", fixed / "adapter_model.safetensors")
-    LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, task_type="CAUSAL_LM", lora_dropout=0.0,
-               bias="none", base_model_name_or_path=str(base_path)).save_pretrained(str(fixed))
-    base = AutoModelForCausalLM.from_pretrained(str(base_path), torch_dtype=torch.float32)
-    peft_model = PeftModel.from_pretrained(base, str(fixed))
-    # PEFT only warns about adapter keys that match no module; a silent no-op fuse is what we must not ship.
-    from safetensors.torch import load_file
-
-    expected = load_file(str(fixed / "adapter_model.safetensors"))
-    loaded = {k.replace(".default.weight", ".weight"): v for k, v in peft_model.state_dict().items() if "lora_" in k}
-    absent = sorted(set(expected) - set(loaded))
-    if absent:
-        raise StageFailed(f"{len(absent)} adapter tensor(s) match no module of the base, e.g. {absent[0]}",
-                          where=str(base_path))
-    for key, tensor in expected.items():
-        if not torch.equal(loaded[key].to(tensor.dtype), tensor):
-            raise StageFailed(f"adapter tensor {key} did not load as saved", where=str(fixed))
-    # What the fused model must reproduce: base + adapter as PEFT runs it (unmerged), on a few prompts.
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, base.config.vocab_size, (PROBE_PROMPTS, PROBE_TOKENS), generator=generator)
-    peft_model.eval()
-    with torch.no_grad():
-        with_adapter = peft_model(input_ids=ids).logits.float()
-        with peft_model.disable_adapter():
-            base_only = peft_model(input_ids=ids).logits.float()
-    reference = {"ids": ids, "adapter": with_adapter, "base": base_only}
-    return peft_model.merge_and_unload(), fixed, reference
-
-
-PROBE_PROMPTS, PROBE_TOKENS = 4, 16
-# Largest logit error allowed, relative to the largest logit: what rounding to the saved dtype explains
-# (bf16 keeps 8 bits of mantissa: ~0.4% per weight, accumulated over the layers).
-LOGIT_TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
-
-
-def check_fused_logits(model, reference: dict, dtype: str) -> dict:
-    """The fused model's logits equal base + adapter (PEFT, unmerged) within the saved dtype's rounding,
-    and differ from the base model's: a "merged" model identical to the base is a known verl failure."""
-    import torch
-
-    model.eval()
-    with torch.no_grad():
-        fused = model(input_ids=reference["ids"]).logits.float()
-    scale = float(reference["adapter"].abs().max()) or 1.0
-    error = float((fused - reference["adapter"]).abs().max()) / scale
-    effect = float((reference["adapter"] - reference["base"]).abs().max()) / scale
-    tolerance = LOGIT_TOLERANCE.get(dtype, 5e-2)
-    result = {"prompts": PROBE_PROMPTS, "tokens": PROBE_TOKENS, "max_rel_error_vs_base_plus_adapter": error,
-              "max_rel_adapter_effect": effect, "tolerance": tolerance}
-    if not error <= tolerance:
-        raise StageFailed(f"the fused model's logits differ from base + adapter by {error:.3g} of the largest logit "
-                          f"(allowed {tolerance:g} for {dtype}): the fuse is wrong", where="merge verification")
-    if not effect > tolerance:
-        raise StageFailed(f"the adapter changes the logits by only {effect:.3g} of the largest logit: the merged "
-                          f"model is the base model (the adapter is zero: empty or untrained)", where="merge verification")
-    return result
-
-
-def _tensor_index(model_dir: Path) -> dict[str, Path]:
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = json.loads(index.read_text())["weight_map"]
-        return {key: model_dir / name for key, name in weight_map.items()}
-    single = model_dir / "model.safetensors"
-    if not single.is_file():
-        raise StageFailed("no safetensors weights", where=str(model_dir))
-    from safetensors import safe_open
-
-    with safe_open(str(single), framework="pt") as fh:
-        return {key: single for key in fh.keys()}
-
-
-def compare_to_base(merged_dir: Path, base_dir: Path, lora_modules: set[str]) -> dict:
-    """Stream both models' tensors: which changed, and whether every change is inside a LoRA target."""
-    from safetensors import safe_open
-
-    merged, base = _tensor_index(merged_dir), _tensor_index(base_dir)
-    changed_targeted = unchanged_targeted = changed_other = 0
-    max_delta = 0.0
-    examples_other: list[str] = []
-    handles: dict[Path, object] = {}
-
-    def tensor(path: Path, key: str):
-        if path not in handles:
-            handles[path] = safe_open(str(path), framework="pt")
-        return handles[path].get_tensor(key)
-
-    for key, path in merged.items():
-        if key not in base:
-            continue
-        a = tensor(path, key).float()
-        b = tensor(base[key], key).float()
-        if a.shape != b.shape:
-            raise StageFailed(f"{key}: shape {tuple(a.shape)} vs base {tuple(b.shape)}", where=str(merged_dir))
-        delta = (a - b).abs().max().item() if a.numel() else 0.0
-        module = key.rsplit(".", 1)[0]
-        if module in lora_modules and key.endswith(".weight"):
-            if delta > 0:
-                changed_targeted += 1
-                max_delta = max(max_delta, delta)
-            else:
-                unchanged_targeted += 1
-        elif delta > 0:
-            changed_other += 1
-            examples_other.append(key)
-    missing = sorted(set(base) - set(merged))
-    return {"changed_targeted": changed_targeted, "unchanged_targeted": unchanged_targeted,
-            "changed_other": changed_other, "changed_other_examples": examples_other[:3],
-            "max_abs_delta": max_delta, "missing_from_merged": missing[:5], "compared": len(merged)}
-
-
-def greedy_sample(model_dir: Path, dtype: str, device: str, max_new_tokens: int = 16) -> str:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=_torch_dtype(dtype)).to(device).eval()
-    question = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
-    if tokenizer.chat_template:
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
-                                               add_generation_prompt=True)
-    else:
-        prompt = question
-    enc = tokenizer(prompt, return_tensors="pt", return_token_type_ids=False).to(device)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    with torch.no_grad():
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
-    new = out[0, enc["input_ids"].shape[1]:]
-    if new.numel() == 0:
-        raise StageFailed("greedy generation produced no tokens", where=str(model_dir))
-    return tokenizer.decode(new, skip_special_tokens=True)
-
-
 def model_card(info: dict) -> str:
     lines = [
         "---",
@@ -457,93 +309,6 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
         claim.close()
-
-
-# The work directory of a merge into OUT (tempfile.mkdtemp's 8 random characters follow) and its lock file.
-_PARTIAL_PREFIX = ".{name}.partial-"
-_LOCK_NAME = ".{name}.merge.lock"
-
-
-def claim_output(out: Path):
-    """Claim `out` for this merge: an exclusive flock on `.<out>.merge.lock` beside it, held by the returned
-    open file until it is closed (the kernel drops it when the process dies, SIGKILL included). Every
-    `.<out>.partial-*` work directory found then belongs to no live merge -- only a holder of this lock makes
-    one -- and is what a killed merge left behind: removed, and each one reported on stderr. A second merge
-    into the same output while one runs is refused (exit 1) instead of racing it for the final rename."""
-    lock = out.parent / _LOCK_NAME.format(name=out.name)
-    try:
-        fh = open(lock, "a+", encoding="utf-8")
-    except OSError as exc:
-        raise RecipeError(f"cannot create the merge's lock file: {exc.strerror}", where=str(lock),
-                          hint="--out must lie in a directory this user can write") from None
-    try:
-        claim_lock(fh)
-    except LockHeld as held:
-        raise StageFailed(f"another merge is writing this output ({held.holder})", where=str(out),
-                          hint="wait for it to finish, or merge into another --out") from None
-    except OSError as exc:
-        raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=str(out)) from None
-    for stale in stale_partials(out):
-        shutil.rmtree(stale, ignore_errors=True)
-        print(f"removed {stale}: the work directory of an earlier merge into {out.name} that did not finish",
-              file=sys.stderr)
-    return fh
-
-
-def stale_partials(out: Path) -> list[Path]:
-    """The work directories of merges into `out` beside it (call with the output claimed: then none is live)."""
-    pattern = re.compile(re.escape(_PARTIAL_PREFIX.format(name=out.name)) + r"[a-z0-9_]{8}")
-    try:
-        return sorted(p for p in out.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
-                      and not p.is_symlink())
-    except OSError:
-        return []
-
-
-def _relation(out: Path, other: Path) -> str | None:
-    if out == other:
-        return "is"
-    if other in out.parents:
-        return "lies inside"
-    if out in other.parents:
-        return "contains"
-    return None
-
-
-def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path | None]], force: bool) -> None:
-    """Refuse an --out whose replacement would delete something that is not a previous merge.
-
-    The output is built beside --out and renamed over it, and the old --out is then removed. So --out
-    must not be, contain or lie inside the checkpoint, its run directory or the base model (even with
-    --force: `merge RUN --out RUN --force` once deleted every step directory of the run), nor lie inside
-    any other verl checkpoint directory; and --force replaces only an empty directory or one that an
-    earlier `rlrecipes merge` wrote (it holds merge-info.json).
-    """
-    real = Path(os.path.realpath(out))
-    fenced = [("the run directory", ckpt.run_dir), ("the checkpoint", ckpt.actor_dir.parent), *protected]
-    for what, path in fenced:
-        if path is None:
-            continue
-        other = Path(os.path.realpath(path))
-        relation = _relation(real, other)
-        if relation:
-            raise RecipeError(f"--out {relation} {what} {other}: writing the merged model there would delete it",
-                              where=str(out), hint="pick an output directory outside checkpoints and models, "
-                                                   "e.g. /workspace/models/merged")
-    for parent in [real, *real.parents]:
-        if step_of(parent) is not None or (parent / TRACKER_NAME).is_file():
-            raise RecipeError(f"--out lies inside the verl checkpoint directory {parent}", where=str(out),
-                              hint="pick an output directory outside checkpoints, e.g. /workspace/models/merged")
-    if not os.path.lexists(real):
-        return
-    if not real.is_dir():
-        raise RecipeError("--out exists and is not a directory", where=str(out), hint="pick another --out")
-    if not force:
-        raise RecipeError("output directory exists", where=str(out), hint="pass --force to replace it")
-    if any(real.iterdir()) and not (real / "merge-info.json").is_file():
-        raise RecipeError("--force replaces only an empty directory or an earlier merge output (with "
-                          "merge-info.json); this one holds other files", where=str(out),
-                          hint="remove it yourself if it is expendable, or pick another --out")
 
 
 def _base_for_lora(explicit: Path | None, actor_dir: Path, ctx: RecipeContext, merged_raw: Path

@@ -22,7 +22,7 @@ from typing import Any
 from rlrecipes.errors import RecipeError
 from rlrecipes.recipe import overrides as ov
 from rlrecipes.recipe.expect_schema import Expectations, parse_expect
-from rlrecipes.recipe.strict import _choice, _load_yaml, _strict, _typed
+from rlrecipes.recipe.strict import _choice, _load_yaml, _strict, _typed, _verl_block
 from rlrecipes.recipe.values import INTERPOLATION, PACKING_ATTENTION, UNSET, check_packing, check_values, resolved
 from rlrecipes.recipe.images import IMAGES, Image
 from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
@@ -40,18 +40,6 @@ KNOWN_DATASETS = {"gsm8k": {"train_rows": 7473, "test_rows": 1319}}
 
 
 # ----------------------------------------------------------------------------------------- schema
-def _verl_block(block: Any, where: str) -> dict[str, Any]:
-    if block is None:
-        return {}
-    _typed(block, dict, where)
-    flat = ov.flatten(block)
-    for key in flat:
-        bare = ov.bare_key(key)
-        if not bare or any(not part for part in bare.split(".")):
-            raise RecipeError(f"malformed verl key {key!r}", where=where)
-    return flat
-
-
 @dataclass(frozen=True)
 class GpuSpec:
     name: str

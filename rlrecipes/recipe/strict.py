@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlrecipes.errors import RecipeError
+from rlrecipes.recipe import overrides as ov
 
 
 def _strict(data: Any, allowed: dict[str, bool], where: str) -> dict:
@@ -65,3 +66,15 @@ def _load_yaml(path: Path) -> dict:
     if not isinstance(conf, DictConfig) or not len(conf):
         raise RecipeError("a recipe or profile must be a YAML mapping", where=str(path))
     return OmegaConf.to_container(conf, resolve=False)
+
+
+def _verl_block(block: Any, where: str) -> dict[str, Any]:
+    if block is None:
+        return {}
+    _typed(block, dict, where)
+    flat = ov.flatten(block)
+    for key in flat:
+        bare = ov.bare_key(key)
+        if not bare or any(not part for part in bare.split(".")):
+            raise RecipeError(f"malformed verl key {key!r}", where=where)
+    return flat

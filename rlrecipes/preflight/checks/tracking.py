@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 from rlrecipes.recipe.load import ResolvedRun
-from rlrecipes.verl.checkpoints import (ROLE_DIRS, STEP_DIR_PATTERN, shard_world_sizes, step_dir, tracker_path,
-                                       tracker_step)
+from rlrecipes.verl.checkpoint_ref import shard_world_sizes
+from rlrecipes.verl.checkpoints import ROLE_DIRS, STEP_DIR_PATTERN, step_dir, tracker_path, tracker_step
 
 def wandb_selected(run: ResolvedRun) -> bool:
     loggers = run.get("trainer.logger", [])
