@@ -133,7 +133,7 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "--json",
     ),
     "reproduce": (
-        "rlrecipes.launch.reproduce", "reproduce",
+        "rlrecipes.cli.reproduce", "reproduce",
         "one run from nothing to its verdict: data, model, train, merge, eval, report, expect -- resumable",
         "rlrecipes reproduce canary-grpo-lora\nrlrecipes reproduce canary-ppo --list",
     ),
