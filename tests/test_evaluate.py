@@ -13,8 +13,9 @@ import pytest
 from rlrecipes.cli import main
 from rlrecipes.errors import RecipeError
 from rlrecipes.after.evaluate import (
-    Row, eval_table, find_results, lm_eval_command, load_results, parse_results, score_responses, table_cells,
+    Row, eval_table, find_results, lm_eval_command, load_results, parse_results, table_cells,
 )
+from rlrecipes.rewards.accuracy import score_responses
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "lm_eval"
 sys.path.insert(0, str(FIXTURES))

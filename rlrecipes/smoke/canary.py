@@ -91,7 +91,7 @@ def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple
     from transformers import (AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer,
                               TrainerCallback, TrainingArguments)
 
-    from rlrecipes.after.evaluate import greedy_accuracy
+    from rlrecipes.rewards.accuracy import greedy_accuracy
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
@@ -176,7 +176,7 @@ def build_canary(out: Path | None, *, models_dir: Path | None = None, data_dir: 
     if not force and manifest is not None and manifest.get("settings") == settings:
         log(f"model  {model_dir}  (up to date: held-out start accuracy {manifest['start']['accuracy']:.3f})")
         return manifest
-    from rlrecipes.after.evaluate import fast_eval
+    from rlrecipes.rewards.accuracy import fast_eval
 
     corpus = [r["question"] + "\n" + r["answer"] for r in chained_additions(2000, 99)]
     corpus += ["Let's think step by step and output the final answer after \"####\".",
