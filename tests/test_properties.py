@@ -254,13 +254,13 @@ def test_any_arguments_end_cleanly(env, monkeypatch, name):
         # The warm start trains a model for up to --sft-steps steps and the start accuracy generates 512
         # answers (tested on their own in test_canary.py); here stand-ins keep each example to its arguments,
         # paths, data writing and replacement.
-        import rlrecipes.after.evaluate as evaluate
+        import rlrecipes.rewards.accuracy as accuracy
         import rlrecipes.smoke.canary as canary
 
         monkeypatch.setattr(canary, "build_model", _stand_in_model)
         monkeypatch.setattr(canary, "build_tokenizer", lambda *a, **k: None)
         monkeypatch.setattr(canary, "warm_start", lambda *a, **k: {"steps": 0, "seconds": 0.0, "history": []})
-        monkeypatch.setattr(evaluate, "fast_eval", lambda *a, **k: {"n": 1, "accuracy": 0.0, "flexible_accuracy": 0.0})
+        monkeypatch.setattr(accuracy, "fast_eval", lambda *a, **k: {"n": 1, "accuracy": 0.0, "flexible_accuracy": 0.0})
 
     @settings(max_examples=max(5, EXAMPLES // HEAVY.get(name, 1)), deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
