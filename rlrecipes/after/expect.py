@@ -8,7 +8,7 @@ everything measured is met, 1 when anything is missed.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rlrecipes import reference
@@ -86,29 +86,34 @@ def _at_step(xs: list[int], ys: list[float], step: int | str) -> tuple[int, floa
     return (step, ys[xs.index(step)]) if step in xs else None
 
 
-def _same_name(metric: str) -> str:
-    return metric
+def as_logged(expect: Expectations, logged) -> Expectations:
+    """The contract with its validation metrics named as the run's verl logs them (`logged`:
+    VerlSpec.logged_metric), so every check reads and shows the name the log holds."""
+    accuracy, merged = expect.accuracy, expect.merged_matches_last
+    if isinstance(accuracy, AccuracyExpect) and accuracy.source == "log":
+        accuracy = replace(accuracy, metric=logged(accuracy.metric))
+    if merged is not None:
+        merged = replace(merged, metric=logged(merged.metric))
+    return replace(expect, accuracy=accuracy, merged_matches_last=merged)
 
 
-def _accuracy_checks(exp: AccuracyExpect, run, summary: dict | None, logged=_same_name) -> list[Check]:
-    """`logged` names a contract's metric as the run's verl logs it (VerlSpec.logged_metric)."""
+def _accuracy_checks(exp: AccuracyExpect, run, summary: dict | None) -> list[Check]:
     cited = "; ".join(f"{key}: {r.before} -> {r.accuracy}" if r.before is not None else f"{key}: {r.accuracy}"
                       for key in exp.cites for r in [reference.ACCURACY_RECORDS[key]])
     checks: list[Check] = []
     values: dict[str, float | None] = {"before": None, "after": None}
     if exp.source == "log":
-        metric = logged(exp.metric)
-        xs, ys = run.series(metric)
+        xs, ys = run.series(exp.metric)
         start = _at_step(xs, ys, exp.before.step) if exp.before is not None else None
         for label, band in (("before", exp.before), ("after", exp.after)):
             if band is None:
                 continue
-            name = f"accuracy {label} training"
+            name, metric = f"accuracy {label} training", exp.metric
             found = _at_step(xs, ys, band.step)
             # "after" at the very step "before" read (one validation logged) says nothing about training
             same = label == "after" and found is not None and start is not None and found[0] == start[0]
             if found is None or same:
-                why = (f"{metric} not logged" if not xs else
+                why = (f"{exp.metric} not logged" if not xs else
                        f"logged at steps {xs[0]}..{xs[-1]}, not at step {band.step}" if found is None else
                        f"only one validation logged (step {found[0]})")
                 checks.append(Check(name, metric, _band_text(band), "-", NOT_MEASURED, why))
@@ -140,12 +145,11 @@ def _accuracy_checks(exp: AccuracyExpect, run, summary: dict | None, logged=_sam
                                     "-" if n is None else str(n), MET if ok else MISSED))
     if exp.gain_min is not None:
         name, expected = "accuracy gain (after - before)", f">= {exp.gain_min:+.3f}"
-        read = logged(exp.metric) if exp.source == "log" else exp.metric
         if values["before"] is None or values["after"] is None:
-            checks.append(Check(name, read, expected, "-", NOT_MEASURED, "needs both accuracies"))
+            checks.append(Check(name, exp.metric, expected, "-", NOT_MEASURED, "needs both accuracies"))
         else:
             gain = values["after"] - values["before"]
-            checks.append(Check(name, read, expected, f"{gain:+.4f}",
+            checks.append(Check(name, exp.metric, expected, f"{gain:+.4f}",
                                 MET if gain >= exp.gain_min else MISSED))
     return checks
 
@@ -187,16 +191,15 @@ def _bound_checks(bounds: tuple[Bound, ...], run) -> list[Check]:
     return checks
 
 
-def _merged_check(exp: MergedExpect, run, summary: dict | None, logged=_same_name) -> Check:
+def _merged_check(exp: MergedExpect, run, summary: dict | None) -> Check:
     name = "merged model scores what the last trained step scored"
-    logged_name = logged(exp.metric)
-    metric = f"{logged_name} vs eval fast_eval.{EVAL_AFTER}.{exp.eval_metric}"
+    metric = f"{exp.metric} vs eval fast_eval.{EVAL_AFTER}.{exp.eval_metric}"
     expected = f"within {exp.tolerance:.3f}"
-    xs, ys = run.series(logged_name)
+    xs, ys = run.series(exp.metric)
     trained = ((summary or {}).get("fast_eval") or {}).get(EVAL_AFTER)
     score = trained.get(exp.eval_metric) if isinstance(trained, dict) else None
     if not xs or not isinstance(score, (int, float)):
-        why = (f"{logged_name} not logged" if not xs else "no eval summary (--eval DIR)" if summary is None
+        why = (f"{exp.metric} not logged" if not xs else "no eval summary (--eval DIR)" if summary is None
                else f"the eval summary has no {EVAL_AFTER} {exp.eval_metric}")
         return Check(name, metric, expected, "-", NOT_MEASURED, why)
     diff = float(score) - ys[-1]
@@ -284,11 +287,12 @@ def judge(expect: Expectations, recipe: str, profile: str, run, summary: dict | 
     optional eval summary, and `settings` (the ResolvedRun of recipe x profile: for figures scaled from a
     record measured at other settings). Pure: reads nothing, writes nothing."""
     checks: list[Check] = []
-    logged = settings.image.spec.logged_metric if settings is not None else _same_name
+    if settings is not None:
+        expect = as_logged(expect, settings.image.spec.logged_metric)
     if isinstance(expect.accuracy, NotMeasured):
         checks.append(Check("accuracy", "-", "-", "-", NOT_MEASURED, expect.accuracy.reason))
     else:
-        checks += _accuracy_checks(expect.accuracy, run, summary, logged)
+        checks += _accuracy_checks(expect.accuracy, run, summary)
     if isinstance(expect.reward, NotMeasured):
         checks.append(Check("training reward rises", "-", "-", "-", NOT_MEASURED, expect.reward.reason))
     else:
@@ -298,7 +302,7 @@ def judge(expect: Expectations, recipe: str, profile: str, run, summary: dict | 
     elif expect.rollout_agreement is not None:
         checks += _bound_checks(expect.rollout_agreement, run)
     if expect.merged_matches_last is not None:
-        checks.append(_merged_check(expect.merged_matches_last, run, summary, logged))
+        checks.append(_merged_check(expect.merged_matches_last, run, summary))
     checks += _profile_checks(expect.profiles[profile], profile, run, settings)
     return ExpectResult(recipe=recipe, profile=profile, checks=tuple(checks),
                         logs=tuple(str(launch.path) for launch in run.launches), eval_summary=eval_path)
