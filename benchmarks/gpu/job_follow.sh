@@ -15,5 +15,7 @@ tar -czf "$OUT/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='
 for f in /root/w/out/phase-peaks.txt /root/w/out/vllm-alone-*.json /root/w/out/gen-split.json \
          /root/w/out/variant/gen-split.json; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
 grep -h "^step:" /root/w/out/verl-fit.log 2>/dev/null | tail -3 | cut -c1-1500
+for f in /root/w/*/reproduce.log; do [ -f "$f" ] && { echo "== $f"; grep -a "^\[reproduce\]" "$f" | tail -8; }; done
+grep -ah "step:[0-9]" /root/w/*/logs/*/console-*.log 2>/dev/null | tail -2 | cut -c1-700
 tail -n 30 /root/w/out/job.log
 tail -n 25 /root/w/out/verl-fit.log 2>/dev/null
