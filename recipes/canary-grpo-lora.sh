@@ -67,8 +67,8 @@ exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${CKPT_DIR}"/canary-grpo-lo
     actor_rollout_ref.model.lora_alpha=32 \
     actor_rollout_ref.model.target_modules=all-linear \
     trainer.total_epochs=2 \
-    trainer.total_training_steps=100 \
-    trainer.save_freq=50 \
+    trainer.total_training_steps=60 \
+    trainer.save_freq=30 \
     trainer.max_actor_ckpt_to_keep=1 \
     trainer.resume_mode=auto \
     trainer.test_freq=10 \

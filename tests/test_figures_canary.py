@@ -80,3 +80,66 @@ def test_the_contracts_step_time_is_the_shipped_runs_steady_mean(recipe):
     text = (REPO / "docs" / "expect.md").read_text()
     assert f"{load_recipe('canary-grpo-lora').expect.profiles['any-1gpu'].seconds_per_step.value} / " \
            f"{load_recipe('canary-ppo').expect.profiles['any-1gpu'].seconds_per_step.value} s/step" in text
+
+
+# ---- the canary on the Hopper stack (docs/bench/gpu-data/canary-hopper/): the lone run and its control ----
+HOPPER = REPO / "docs" / "bench" / "gpu-data" / "canary-hopper"
+VAL_09 = "val-aux/openai/gsm8k/reward/mean@1"  # verl 0.9.1's name for the validation reward
+
+
+def hopper_record(run: str) -> dict:
+    logs = HOPPER / run / "logs" / "canary-grpo-lora"
+    (log,) = logs.glob("metrics-*.jsonl")
+    metrics = load_run(None, [str(log)])
+    val_steps, val = metrics.series(VAL_09)
+    _, corr = metrics.series("training/rollout_actor_probs_pearson_corr")
+    _, steady = steady_step_times(metrics)
+    _, peak = metrics.series("actor/perf/max_memory_allocated_gb")
+    stages = json.loads((logs / "reproduce.json").read_text())["stages"]
+    fast = json.loads((HOPPER / run / "merged" / "eval" / "eval-summary.json").read_text())["fast_eval"]
+    return {"val": dict(zip(val_steps, val)), "worst_corr": min(corr), "steady": sum(steady) / len(steady),
+            "peak": max(peak), "stages": {k: v["seconds"] for k, v in stages.items()},
+            "total": sum(v["seconds"] for v in stages.values()), "merged": fast["trained"]["accuracy"],
+            "base": fast["baseline"]["accuracy"], "expect": stages["expect"]["exit"]}
+
+
+CANARY, FROZEN = hopper_record("canary"), hopper_record("frozen-20")
+
+
+def test_the_hopper_contract_is_the_record():
+    """The any-1gpu-hopper figures of canary-grpo-lora: s/step is the canary's steady mean, the memory the
+    uninstrumented control's peak (the canary's own is lowered by the per-phase probe's resets)."""
+    hopper = load_recipe("canary-grpo-lora").expect.profiles["any-1gpu-hopper"]
+    assert hopper.seconds_per_step.value == round(CANARY["steady"], 2)
+    assert hopper.peak_memory_gib.value == round(FROZEN["peak"], 2)
+    assert CANARY["peak"] < FROZEN["peak"]  # why the memory figure is not the canary's own
+    assert "canary-hopper/canary/" in hopper.seconds_per_step.source
+    assert "canary-hopper/frozen-20/" in hopper.peak_memory_gib.source
+    assert CANARY["expect"] == 0 and FROZEN["expect"] == 1
+
+
+def test_the_hopper_figures_are_quoted_from_the_record():
+    val = CANARY["val"]
+    table = (REPO / "docs" / "bench" / "gpu-canary.md").read_text()
+    (row,) = [line for line in table.splitlines() if line.startswith("| canary | 60 ")]
+    assert " -> ".join(f"{val[s]:.3f}" for s in sorted(val)).replace(f"{val[60]:.3f}", f"**{val[60]:.3f}**") in row
+    assert f"**{pct(CANARY['merged'])} %**" in row and f"| {CANARY['steady']:.2f} |" in row
+    assert f"**{CANARY['total']:.1f} s** ({CANARY['total'] / 60:.1f} min)" in row
+    (control,) = [line for line in table.splitlines() if line.startswith("| frozen-20 (control) | 20 ")]
+    assert f"**{pct(FROZEN['merged'])} %**" in control and f"**{FROZEN['worst_corr']:.3f}**" in control
+    words = {"train": "training"}
+    for name, seconds in CANARY["stages"].items():
+        assert f"{words.get(name, name)} {seconds:.1f} s" in " ".join(table.split()), name
+
+    readme = (REPO / "README.md").read_text()
+    (bullet,) = [b for b in readme.split("\n- ") if b.startswith("**It learns with vLLM rollout**")]
+    for figure in (f"{CANARY['total']:.1f} s", f"from {val[0]:.3f} to {val[60]:.3f} in 60 steps",
+                   f">= {CANARY['worst_corr']:.4f}", f"{pct(CANARY['merged'])} % against verl's last "
+                   f"{pct(val[60])} %", f"{CANARY['steady']:.2f} s a step"):
+        assert figure in " ".join(bullet.split()), figure
+    quick = " ".join(readme.split("## How a run is put together")[0].split())
+    assert f"{CANARY['total'] / 60:.1f} minutes from nothing and raised held-out accuracy from " \
+           f"{pct(val[0])} % to {pct(val[60])} %" in quick
+    expect_md = " ".join((REPO / "docs" / "expect.md").read_text().split())
+    assert f"to its verdict in {CANARY['total']:.1f} s: assets {CANARY['stages']['assets']:.1f} s, training " \
+           f"{CANARY['stages']['train']:.1f} s" in expect_md

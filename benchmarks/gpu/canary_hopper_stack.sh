@@ -27,7 +27,7 @@ O=/root/w/out; W=/root/w; mkdir -p "$O"
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
 RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper
-OVERRIDES=()
+read -ra OVERRIDES <<< "${EXTRA_ARGS:-}"  # Hydra overrides for every run, e.g. a shorter control
 
 stamp "versions"
 { nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv

@@ -11,6 +11,9 @@ RLRECIPES_PHASE_LOG=/path/phases.jsonl
     critic's infer/train calls): for each call append {"phase", "call", "seconds",
     "peak_allocated_gib", "peak_reserved_gib"} with the allocator's peak during that call (peak stats
     are reset before each call). A call made inside another measured one is not measured on its own.
+    The resets reach verl's own `actor/perf/max_memory_allocated_gb` too: with this probe on, that
+    figure is the peak since the last measured call began, not the run's (the Hopper canary read 0.79
+    GiB with it, 2.08 without; docs/bench/gpu-canary.md). Take a memory contract from a run without it.
 RLRECIPES_PHASE_MARKS=/path/marks.jsonl
     verl >= 0.6 (the V1 trainer times its phases with `verl.utils.debug.marked_timer`): for each timed
     phase append {"phase", "pid", "t0", "t1"} (wall clock, time.time()), so samples of the whole GPU's
