@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.verl.checkpoints import TRACKER_NAME, Tracker, ZipCache, read_tracker, tracker_note_path, tree_stats
-from rlrecipes.watchdog.actions import write_tracker
+from rlrecipes.verl.resume import write_tracker
 
 T = 1_700_000_000  # a whole second, so st_mtime reads back exactly
 

@@ -86,6 +86,37 @@ def test_lower_layers_import_no_later_stage():
     assert not wrong, wrong
 
 
+# The stages in the order a run goes through them (the README's map); the shared modules and verl/ come first.
+# smoke/ drives a whole run (train, kill, resume, merge) but imports only what comes before it.
+ORDER = ("errors", "fsutil", "paths", "ui", "reference", "verl", "recipe", "plan", "data", "rewards", "preflight",
+         "launch", "smoke", "watchdog", "after", "report", "cli")
+
+
+def upward_imports(order=ORDER) -> list[str]:
+    rank = {name: i for i, name in enumerate(order)}
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        own = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        if own not in rank:
+            continue
+        for module in imports_of(path):
+            parts = module.split(".")
+            if len(parts) > 1 and rank.get(parts[1], -1) > rank[own]:
+                wrong.append(f"{path.relative_to(REPO)} imports {module}")
+    return sorted(wrong)
+
+
+def test_no_stage_imports_a_later_one():
+    """Every package imports only itself, the shared modules and the stages before it (cli/ is last)."""
+    top = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
+           if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.stem not in ("__init__", "__main__"))}
+    assert top == set(ORDER), top ^ set(ORDER)
+    assert upward_imports() == []
+    # not vacuous: with verl/ moved to just before cli/, after/'s reading of checkpoints is an upward import
+    moved = tuple(n for n in ORDER if n not in ("verl", "cli")) + ("verl", "cli")
+    assert any(w.startswith("rlrecipes/after/") and w.endswith(".checkpoints") for w in upward_imports(moved))
+
+
 def test_the_layer_check_sees_an_upward_import(tmp_path):
     """The rule above is not vacuous: an import of a later stage, at module level or inside a function, is seen."""
     probe = tmp_path / "probe.py"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.verl.checkpoints import Experiment, StepDir, Tracker, ZipCache, inspect_step, read_tracker
-from rlrecipes.watchdog.policy import Deletion, ExperimentPlan, Retention, TrackerFix, classify, parse_size, plan
+from rlrecipes.verl.resume import TrackerFix, classify
+from rlrecipes.watchdog.policy import Deletion, ExperimentPlan, Retention, parse_size, plan
 from rlrecipes.watchdog.status import STATUS_VERSION, health, render_metrics
 
 NOW = 1_000_000.0

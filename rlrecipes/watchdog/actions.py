@@ -1,9 +1,9 @@
-"""Side effects: crash-safe deletion through a trash folder, atomic tracker repair, disk measurements."""
+"""Side effects: crash-safe deletion through a trash folder, disk measurements (the tracker repair is
+rlrecipes/verl/resume.py's write_tracker)."""
 
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import shutil
@@ -12,8 +12,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.verl.checkpoints import TRACKER_NAME, WATCHDOG_DIR, tracker_note_path, tree_stats
+from rlrecipes.verl.checkpoints import WATCHDOG_DIR, tree_stats
 
 log = logging.getLogger("rlrecipes.watchdog")
 
@@ -81,17 +80,6 @@ def empty_trash(root: Path, experiments: list[Path] = ()) -> int:
                 entry.unlink(missing_ok=True)
             removed += 1
     return removed
-
-
-def write_tracker(experiment: Path, step: int) -> None:
-    """Rewrite verl's tracker file (TRACKER_NAME) atomically (temp file, fsync, rename), and note that the
-    watchdog wrote it: while the file stays as written, verl has written no tracker since (async_save),
-    and the watchdog keeps advancing it instead of taking newer saves for interrupted ones."""
-    path = experiment / TRACKER_NAME
-    atomic_write_text(path, str(step))
-    st = path.stat()
-    note = {"step": step, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns, "size": st.st_size}
-    atomic_write_text(tracker_note_path(experiment), json.dumps(note) + "\n")
 
 
 @dataclass

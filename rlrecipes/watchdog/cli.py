@@ -19,7 +19,7 @@ from rlrecipes.fsutil import LockHeld, claim_lock, human_bytes
 from rlrecipes.watchdog.policy import Retention, parse_size
 from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S
 from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
-from rlrecipes.watchdog.runner import resume_check as check_trackers
+from rlrecipes.verl.resume import resume_check as check_trackers
 from rlrecipes.watchdog.status import health, read_status
 
 log = logging.getLogger("rlrecipes.watchdog")
@@ -289,7 +289,7 @@ def resume_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_after(log: Path, total_steps: int | None) -> list:
     from rlrecipes.verl.logs import resumed_without_training
-    from rlrecipes.watchdog.policy import Finding
+    from rlrecipes.verl.resume import Finding
 
     try:
         text = log.read_text(encoding="utf-8", errors="replace")

@@ -12,35 +12,7 @@ from pathlib import Path
 
 from rlrecipes.fsutil import human_bytes
 from rlrecipes.verl.checkpoints import Experiment, StepDir
-
-# Step states (also the `state` label of the metrics).
-COMPLETE = "complete"  # whole, at or below the tracker: resumable
-WRITING = "writing"  # written to within the grace period: never touched
-INTERRUPTED = "interrupted"  # above the tracker and quiet: a save that died
-INCOMPLETE = "incomplete"  # at or below the tracker but not whole (e.g. verl pruned only actor/)
-DAMAGED = "damaged"  # the step the tracker names, not whole, and nothing whole to fall back to: kept
-STATES = (COMPLETE, WRITING, INTERRUPTED, INCOMPLETE, DAMAGED)
-
-SEVERITIES = ("info", "warn", "error")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One observation about an experiment; `error` means the run is at risk (health turns red)."""
-
-    experiment: str
-    severity: str  # "info" | "warn" | "error"
-    code: str  # stable identifier, e.g. "tracker-missing", "budget-exceeded"
-    message: str
-    step: int | None = None
-    repaired: bool = False
-
-    def as_dict(self) -> dict:
-        return {
-            "experiment": self.experiment, "severity": self.severity, "code": self.code,
-            "message": self.message, "step": self.step, "repaired": self.repaired,
-        }
-
+from rlrecipes.verl.resume import COMPLETE, DAMAGED, INCOMPLETE, INTERRUPTED, WRITING, Finding, TrackerFix, classify
 
 @dataclass(frozen=True)
 class Deletion:
@@ -50,13 +22,6 @@ class Deletion:
     bytes: int
     reason: str  # "interrupted" | "incomplete" | "keep-last" | "budget"
     newest_mtime: float = 0.0  # as scanned: a newer write since then cancels the deletion
-
-
-@dataclass(frozen=True)
-class TrackerFix:
-    experiment: Path
-    old: str  # tracker status or the stale step it named
-    new_step: int
 
 
 @dataclass
@@ -88,98 +53,6 @@ class Retention:
     keep_last: int = 2
     keep_every: int | None = None
     grace_s: float = 300.0
-
-
-def classify(exp: Experiment, now: float, grace_s: float) -> tuple[dict[int, str], int | None, TrackerFix | None, list[Finding]]:
-    """States of every step dir, the tracker step in force afterwards, and the tracker repair if needed."""
-    name = str(exp.path)
-    findings: list[Finding] = []
-    recent = {s.step for s in exp.steps if now - s.newest_mtime < grace_s}
-    by_step = {s.step: s for s in exp.steps}
-    tracker = exp.tracker
-    tracker_recent = tracker.mtime is not None and now - tracker.mtime < grace_s
-
-    trusted: int | None = None  # tracker step when the tracker is valid
-    broken = ""  # why the tracker cannot be trusted
-    # The watchdog wrote this tracker and verl has not rewritten it since, yet a newer save is whole and
-    # quiet: verl writes no tracker (0.8.0's async_save), so that save is not an interrupted one.
-    unmaintained = tracker.status == "ok" and tracker.ours and any(
-        s.complete and s.step > tracker.step and s.step not in recent for s in exp.steps)
-    if unmaintained:
-        broken = (f"names step {tracker.step} as the watchdog wrote it and verl has written no tracker since "
-                  "(async_save writes none)")
-    elif tracker.status == "ok":
-        named = by_step.get(tracker.step)
-        if named is None:
-            broken = f"names step {tracker.step}, whose directory is gone"
-        elif named.complete or named.step in recent:
-            # A named step still being written happens only mid-rename; wait for the grace period.
-            trusted = tracker.step
-        else:
-            broken = f"names step {tracker.step}, which is incomplete ({named.problem})"
-    elif tracker.status == "missing":
-        broken = "is missing"
-    elif tracker.status == "empty":
-        broken = "is empty"
-    else:
-        broken = f"is unparsable ({tracker.raw.strip()[:40]!r})"
-
-    states: dict[int, str] = {}
-    fix: TrackerFix | None = None
-    if trusted is not None:
-        for s in exp.steps:
-            if s.step in recent:
-                states[s.step] = WRITING if not (s.complete and s.step <= trusted) else COMPLETE
-            elif s.step > trusted:
-                states[s.step] = INTERRUPTED
-            else:
-                states[s.step] = COMPLETE if s.complete else INCOMPLETE
-        return states, trusted, None, findings
-
-    # No trustworthy tracker: a whole, quiet step dir is resumable no matter its number.
-    candidates = [s.step for s in exp.steps if s.complete and s.step not in recent]
-    target = max(candidates) if candidates else None
-    named = tracker.step if tracker.status == "ok" else None
-    for s in exp.steps:
-        if s.step in recent:
-            states[s.step] = WRITING
-        elif s.complete:
-            states[s.step] = COMPLETE
-        elif target is not None:
-            states[s.step] = INCOMPLETE if s.step < target else INTERRUPTED
-        elif named is not None and s.step <= named:
-            # Nothing whole to resume from: keep what the tracker names (and below) for salvage.
-            states[s.step] = DAMAGED
-        else:
-            states[s.step] = INTERRUPTED
-    if tracker.status in ("empty", "unparsable") and tracker_recent:
-        # verl rewrites the tracker with open("w"): it is empty for a moment on every save.
-        findings.append(Finding(name, "info", "tracker-being-written", f"tracker {broken}; written "
-                                f"{now - tracker.mtime:.0f}s ago, waiting for the grace period"))
-        return states, None, None, findings
-    if target is not None and unmaintained:
-        fix = TrackerFix(exp.path, str(tracker.step), target)
-        findings.append(Finding(name, "info", "tracker-advanced",
-                                f"tracker {broken} -> advanced to the newest complete step {target}", step=target))
-        return states, target, fix, findings
-    if target is not None:
-        old = str(tracker.step) if tracker.status == "ok" else tracker.status
-        fix = TrackerFix(exp.path, old, target)
-        findings.append(Finding(name, "warn", f"tracker-{_code(tracker.status, by_step, tracker.step)}",
-                                f"tracker {broken}; auto-resume would restart at step 0 -> set to step {target}",
-                                step=target))
-        return states, target, fix, findings
-    if any(st != WRITING for st in states.values()) or tracker.status == "ok":
-        findings.append(Finding(name, "error", "no-complete-checkpoint",
-                                f"tracker {broken} and no complete checkpoint exists: auto-resume will restart "
-                                "at step 0"))
-    return states, None, None, findings
-
-
-def _code(status: str, by_step: dict[int, StepDir], step: int | None) -> str:
-    if status != "ok":
-        return status
-    return "dangling" if step not in by_step else "incomplete"
 
 
 def plan(experiments: list[Experiment], now: float, retention: Retention, room_bytes: int | None,

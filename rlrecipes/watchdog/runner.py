@@ -1,4 +1,4 @@
-"""One watchdog pass (scan -> plan -> act -> report), the loop around it, and the resume check."""
+"""One watchdog pass (scan -> plan -> act -> report) and the loop around it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 from rlrecipes.watchdog import actions
 from rlrecipes.verl.checkpoints import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
 from rlrecipes.fsutil import human_bytes
-from rlrecipes.watchdog.policy import WRITING, Finding, Plan, Retention, plan
+from rlrecipes.verl.resume import WRITING, Finding, write_tracker
+from rlrecipes.watchdog.policy import Plan, Retention, plan
 from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S, Progress
 from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_status
 
@@ -113,7 +114,7 @@ class Watchdog:
         done: list[dict] = []
         for fix in decided.fixes:
             try:
-                actions.write_tracker(fix.experiment, fix.new_step)
+                write_tracker(fix.experiment, fix.new_step)
             except OSError as exc:
                 self.counters["errors"] += 1
                 findings.append(Finding(str(fix.experiment), "error", "tracker-repair-failed",
@@ -238,38 +239,3 @@ def _exp_name(root: Path, exp: Experiment) -> str:
     return "." if rel == "." else rel
 
 
-def resume_check(root: Path, repair: bool = True, grace_s: float = 0.0, zip_check: bool = True) -> list[Finding]:
-    """Check (and with `repair`, fix) verl's resume tracker of every experiment under `root`.
-
-    A tracker that is missing, empty, unparsable or names a step directory that is gone or incomplete
-    is rewritten atomically to the newest complete step, so `trainer.resume_mode=auto` continues
-    instead of restarting at step 0. Deletes nothing. `grace_s`: step dirs written to more recently
-    than this are treated as saves in progress (0 before a launch, when no trainer runs).
-
-    Returns one Finding per experiment at least: severity "info" (fine), "warn" (repaired, or
-    would be repaired when `repair` is False) or "error" (auto-resume will restart at step 0).
-    """
-    root = Path(os.path.realpath(root))
-    if not root.is_dir():
-        return [Finding(str(root), "info", "no-root", f"{root} does not exist: nothing to resume")]
-    scan = scan_root(root, ZipCache(zip_check), count_all=False)
-    decided = plan(scan.experiments, time.time(), Retention(keep_last=1, grace_s=grace_s), None)
-    fixed = set()
-    if repair:
-        for fix in decided.fixes:
-            actions.write_tracker(fix.experiment, fix.new_step)
-            fixed.add(str(fix.experiment))
-            log.warning("%s: tracker was %s; rewrote it to step %d", fix.experiment, fix.old, fix.new_step)
-    findings = []
-    for f in decided.findings:
-        if f.code.startswith("tracker-") and f.experiment in fixed:
-            f = Finding(f.experiment, f.severity, f.code, f.message, f.step, repaired=True)
-        findings.append(f)
-    for ep in decided.experiments:
-        if not any(f.experiment == str(ep.experiment) for f in findings):
-            msg = (f"auto-resume continues from step {ep.effective_tracker}" if ep.effective_tracker is not None
-                   else "no checkpoint yet: the run starts at step 0")
-            findings.append(Finding(str(ep.experiment), "info", "tracker-ok", msg, ep.effective_tracker))
-    if not scan.experiments:
-        findings.append(Finding(str(root), "info", "no-checkpoints", f"no verl checkpoints under {root}"))
-    return findings

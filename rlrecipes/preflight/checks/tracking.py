@@ -10,6 +10,7 @@ from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 from rlrecipes.recipe.load import ResolvedRun
 from rlrecipes.verl.checkpoint_ref import shard_world_sizes
 from rlrecipes.verl.checkpoints import ROLE_DIRS, STEP_DIR_PATTERN, step_dir, tracker_path, tracker_step
+from rlrecipes.verl.resume import resume_check
 
 def wandb_selected(run: ResolvedRun) -> bool:
     loggers = run.get("trainer.logger", [])
@@ -43,8 +44,6 @@ def offline_env(ctx: Context, checks: list[Check]) -> dict[str, str]:
 
 
 def check_tracker(ctx: Context) -> Check:
-    from rlrecipes.watchdog import resume_check
-
     run = ctx.run
     mode = str(run.get("trainer.resume_mode"))
     root = run.ckpt_dir
