@@ -143,3 +143,7 @@ def test_the_hopper_figures_are_quoted_from_the_record():
     expect_md = " ".join((REPO / "docs" / "expect.md").read_text().split())
     assert f"to its verdict in {CANARY['total']:.1f} s: assets {CANARY['stages']['assets']:.1f} s, training " \
            f"{CANARY['stages']['train']:.1f} s" in expect_md
+    hardware = (REPO / "docs" / "hardware.md").read_text()
+    (row,) = [line for line in hardware.splitlines() if line.startswith("| canary-grpo-lora | `any-1gpu-hopper`")]
+    assert f"{CANARY['total']:.1f} s" in row and f"{val[0]:.3f} -> {val[60]:.3f}" in row
+    assert f"{CANARY['steady']:.2f} s a step" in row
