@@ -173,3 +173,35 @@ def test_untracked_files_do_not_make_a_checkout_dirty(tmp_path, monkeypatch):
     assert commit is not None and len(commit) == 40 and not commit.endswith("-dirty")
     (tmp_path / "recipe.yaml").write_text("a: 2\n")
     assert git_commit() == commit + "-dirty"
+
+
+# ------------------------------------------------------------------------------------ one command, one module
+def test_every_command_is_one_module_in_cli_named_after_it():
+    from rlrecipes.cli import COMMANDS
+
+    for name, (module, func, _, _) in COMMANDS.items():
+        assert module == f"rlrecipes.cli.{name.replace('-', '_')}", (name, module)
+        assert (REPO / "rlrecipes" / "cli" / f"{name.replace('-', '_')}.py").is_file(), name
+    modules = {p.stem for p in (REPO / "rlrecipes" / "cli").glob("*.py")} - {"__init__", "arguments"}
+    assert modules == {n.replace("-", "_") for n in COMMANDS}, "a module in cli/ that is no command, or the reverse"
+
+
+def test_only_cli_modules_define_arguments_and_recipe_commands_share_them():
+    import ast
+
+    stage_parsers, own_recipe_args = [], []
+    for path in (REPO / "rlrecipes").rglob("*.py"):
+        rel = path.relative_to(REPO / "rlrecipes").as_posix()
+        text = path.read_text()
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name.endswith("_arguments") and not rel.startswith("cli/"):
+                stage_parsers.append(f"{rel}:{node.name}")
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument" and node.args
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in ("recipe", "overrides")):
+                own_recipe_args.append(f"{rel}:{node.args[0].value}")
+    assert not stage_parsers, f"command options outside rlrecipes/cli/: {stage_parsers}"
+    # model takes a recipe name only (no profile or overrides apply to a download); smoke runs its own smoke
+    # recipes (--recipe, repeatable) with extra overrides for every launch
+    assert sorted(own_recipe_args) == ["cli/arguments.py:overrides", "cli/arguments.py:recipe", "cli/model.py:recipe",
+                                       "cli/smoke.py:overrides"], own_recipe_args

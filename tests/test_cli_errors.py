@@ -64,7 +64,7 @@ def test_verl_python_with_the_wrong_verl_is_named_as_such(monkeypatch, capsys, v
 
 
 def test_an_unexpected_exception_is_one_line_with_its_own_exit_code(monkeypatch, capsys):
-    import rlrecipes.cli.recipe as rc
+    import rlrecipes.cli.recipes as rc
 
     def boom(args):
         raise TypeError("unsupported operand")
@@ -82,7 +82,7 @@ def test_an_unexpected_exception_is_one_line_with_its_own_exit_code(monkeypatch,
 def test_os_errors_reaching_the_top_are_one_line(monkeypatch, capsys, errno_name, code):
     import errno
 
-    import rlrecipes.cli.recipe as rc
+    import rlrecipes.cli.recipes as rc
 
     def fail(args):
         raise OSError(getattr(errno, errno_name), os.strerror(getattr(errno, errno_name)), "/some/out/file")

@@ -38,7 +38,7 @@ def test_default_command_keeps_the_images_free_space_floor(docker_env, image):  
     cfg = json.loads(docker_env.run("image", "inspect", image).stdout)[0]["Config"]
     assert "--min-free" not in cfg["Cmd"] and "WATCHDOG_MIN_FREE=20G" in cfg["Env"]
     code = ("import argparse, sys\n"
-            "from rlrecipes.watchdog.cli import config_from_args, watchdog_arguments\n"
+            "from rlrecipes.cli.watchdog import config_from_args, watchdog_arguments\n"
             "parser = argparse.ArgumentParser()\n"
             "watchdog_arguments(parser)\n"
             "print(config_from_args(parser.parse_args(sys.argv[1:])).min_free_bytes)\n")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rlrecipes.errors import RecipeError
-from rlrecipes.watchdog.cli import config_from_args, watchdog_arguments
+from rlrecipes.cli.watchdog import config_from_args, watchdog_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 

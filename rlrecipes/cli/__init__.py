@@ -1,8 +1,10 @@
 """The `rlrecipes` command line: one subcommand per pipeline stage.
 
-Each subcommand lives in its own module and is imported only when it runs, so `rlrecipes --help`
-and `rlrecipes plan` stay fast and need neither torch nor verl. A module named in COMMANDS defines
-`<func>_arguments(parser)` (adds its options) and `<func>(args) -> int` (runs, returns the exit code).
+Each subcommand is one module here, named after it (`rlrecipes resume-check` is rlrecipes/cli/resume_check.py),
+and is imported only when it runs, so `rlrecipes --help` and `rlrecipes plan` stay fast and need neither torch
+nor verl. A module named in COMMANDS defines `<func>_arguments(parser)` (adds its options) and
+`<func>(args) -> int` (runs, returns the exit code); the work itself is done by the stage packages it calls.
+The commands that take a recipe share `arguments.recipe_arguments()` (RECIPE, --profile, key=value overrides).
 Modules keep heavy imports (torch, verl, transformers, datasets) inside their functions.
 
 Global options come before the command: `-v`/`-vv`/`-q` or `--log-level LEVEL` set the log level of every
@@ -27,100 +29,100 @@ from rlrecipes.errors import (EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERNAL, EXIT
 # name -> (module, function, one-line help, examples)
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "validate": (
-        "rlrecipes.cli.recipe", "validate",
+        "rlrecipes.cli.validate", "validate",
         "compose a recipe + profile + overrides and validate it against the pinned verl",
         "rlrecipes validate qwen2.5-0.5b-gsm8k-ppo\n"
         "rlrecipes validate qwen2.5-3b-gsm8k-grpo-lora --profile h100-80gb trainer.total_epochs=15",
     ),
     "plan": (
-        "rlrecipes.cli.recipe", "plan",
+        "rlrecipes.cli.plan", "plan",
         "print the resolved plan: image, GPUs, batch arithmetic, steps, checkpoints, launch command",
         "rlrecipes plan qwen2.5-3b-gsm8k-grpo-lora\nrlrecipes plan qwen2.5-0.5b-gsm8k-ppo --json",
     ),
     "render": (
-        "rlrecipes.cli.recipe", "render",
+        "rlrecipes.cli.render", "render",
         "write a run directory: resolved verl config, launch script, manifest",
         "rlrecipes render qwen2.5-0.5b-gsm8k-ppo --out runs/p40-ppo",
     ),
     "launchers": (
-        "rlrecipes.cli.recipe", "launchers",
+        "rlrecipes.cli.launchers", "launchers",
         "regenerate recipes/*.sh from the YAML recipes (--check: fail if any is stale)",
         "rlrecipes launchers\nrlrecipes launchers --check",
     ),
     "recipes": (
-        "rlrecipes.cli.recipe", "list_recipes",
+        "rlrecipes.cli.recipes", "list_recipes",
         "list the shipped recipes and profiles",
         "rlrecipes recipes",
     ),
     "data": (
-        "rlrecipes.data.cli", "data",
+        "rlrecipes.cli.data", "data",
         "prepare a dataset (GSM8K) as verl parquet files with a manifest",
         "rlrecipes data gsm8k --out /workspace/data/gsm8k\n"
         "rlrecipes data gsm8k --source tests/fixtures/gsm8k --template think --out out/gsm8k",
     ),
     "score": (
-        "rlrecipes.rewards.cli", "score",
+        "rlrecipes.cli.score", "score",
         "score saved generations (parquet/jsonl) with the shared GSM8K scorer",
         "rlrecipes score lm_eval_out/samples_gsm8k.jsonl",
     ),
     "model": (
-        "rlrecipes.data.model_download", "model",
+        "rlrecipes.cli.model", "model",
         "download a recipe's base model into the models directory (honours HF_TOKEN / hf auth login, HF_HUB_OFFLINE)",
         "rlrecipes model qwen2.5-3b-gsm8k-grpo-lora --models-dir /workspace/models",
     ),
     "preflight": (
-        "rlrecipes.preflight.cli", "preflight",
+        "rlrecipes.cli.preflight", "preflight",
         "check GPUs, memory, disk, shm, model, data and tracking before a launch",
         "rlrecipes preflight qwen2.5-0.5b-gsm8k-ppo\n"
         "rlrecipes preflight qwen2.5-3b-gsm8k-grpo-lora --gpu-inventory a100x4.json --json",
     ),
     "env": (
-        "rlrecipes.preflight.envinfo", "env",
+        "rlrecipes.cli.env", "env",
         "print the environment block a bug report needs (driver, CUDA, GPUs, versions)",
         "rlrecipes env",
     ),
     "watchdog": (
-        "rlrecipes.watchdog.cli", "watchdog",
+        "rlrecipes.cli.watchdog", "watchdog",
         "keep checkpoints within a disk budget and the resume tracker valid",
         "rlrecipes watchdog --root /workspace/checkpoints --keep-last 3 --min-free 20G",
     ),
     "resume-check": (
-        "rlrecipes.watchdog.cli", "resume_check",
+        "rlrecipes.cli.resume_check", "resume_check",
         "repair verl's checkpoint tracker so auto-resume continues instead of restarting at step 0",
         "rlrecipes resume-check --root /workspace/checkpoints",
     ),
     "healthcheck": (
-        "rlrecipes.watchdog.cli", "healthcheck",
+        "rlrecipes.cli.healthcheck", "healthcheck",
         "exit 0 when the watchdog's status file is fresh and healthy (for Compose)",
         "rlrecipes healthcheck --status /workspace/checkpoints/.watchdog/status.json",
     ),
     "smoke-assets": (
-        "rlrecipes.smoke.assets", "smoke_assets",
+        "rlrecipes.cli.smoke_assets", "smoke_assets",
         "build a tiny random Qwen2 model, tokenizer and GSM8K-shaped data, offline",
         "rlrecipes smoke-assets --out /workspace/smoke",
     ),
     "canary-assets": (
-        "rlrecipes.smoke.canary", "canary_assets",
+        "rlrecipes.cli.canary_assets", "canary_assets",
         "build the learning canary: chained-addition data and a small Qwen2 warm-started by SFT, offline",
         "rlrecipes canary-assets --out /workspace/canary",
     ),
     "smoke": (
-        "rlrecipes.smoke.run", "smoke",
+        "rlrecipes.cli.smoke", "smoke",
         "train the smoke recipes on this GPU, kill, resume, merge, and print a pass/fail table",
         "rlrecipes smoke --assets /workspace/smoke",
     ),
     "merge": (
-        "rlrecipes.after.merge", "merge",
+        "rlrecipes.cli.merge", "merge",
         "turn a checkpoint into a Hugging Face model (LoRA fused), verified",
         "rlrecipes merge /workspace/checkpoints/qwen2.5-3b-gsm8k-grpo-lora --out /workspace/models/merged",
     ),
     "eval": (
-        "rlrecipes.after.evaluate", "evaluate",
+        "rlrecipes.cli.eval", "evaluate",
         "run lm-eval GSM8K on a model (and a baseline) and print the table with deltas",
         "rlrecipes eval /workspace/models/merged --baseline /workspace/models/Qwen2.5-3B-Instruct",
     ),
     "report": (
-        "rlrecipes.report", "report",
+        "rlrecipes.cli.report", "report",
         "plots and a one-page report from a run's logs",
         "rlrecipes report /workspace/logs/qwen2.5-3b-gsm8k-grpo-lora --out reports/grpo",
     ),
@@ -138,18 +140,18 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "rlrecipes reproduce canary-grpo-lora\nrlrecipes reproduce canary-ppo --list",
     ),
     "cluster": (
-        "rlrecipes.launch.cluster", "cluster",
+        "rlrecipes.cli.cluster", "cluster",
         "show the Ray cluster a launch would use (RAY_ADDRESS) and check nodes x GPUs",
         "RAY_ADDRESS=10.0.0.1:6379 rlrecipes cluster qwen2.5-3b-gsm8k-grpo-lora",
     ),
     "completion": (
-        "rlrecipes.cli", "completion",
+        "rlrecipes.cli.completion", "completion",
         "print a shell completion script (bash, zsh or tcsh) for every command and option",
         "rlrecipes completion bash > ~/.local/share/bash-completion/completions/rlrecipes\n"
         "rlrecipes completion zsh > \"${fpath[1]}/_rlrecipes\"",
     ),
     "runpod-template": (
-        "rlrecipes.launch.runpod", "runpod_template",
+        "rlrecipes.cli.runpod_template", "runpod_template",
         "validate deploy/runpod/template.json and print the RunPod CLI create command",
         "rlrecipes runpod-template",
     ),
@@ -187,17 +189,6 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
                                  epilog="examples:\n" + textwrap.indent(examples, "  "))
         getattr(importlib.import_module(module_name), f"{func_name}_arguments")(command)
     return parser
-
-
-def completion_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete in")
-
-
-def completion(args: argparse.Namespace) -> int:
-    import shtab
-
-    print(shtab.complete(build_parser(full=True), shell=args.shell), end="")
-    return 0
 
 
 class _StderrHandler(logging.StreamHandler):

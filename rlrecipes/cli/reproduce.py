@@ -9,23 +9,20 @@ import sys
 import time
 from pathlib import Path
 
+from rlrecipes.cli.arguments import recipe_arguments, resolve_recipe
 from rlrecipes.errors import EnvironmentMissing
 from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, Run, plan_stages, run_stage
 from rlrecipes.paths import repo_root
 
 
 def reproduce_arguments(parser: argparse.ArgumentParser) -> None:
-    from rlrecipes.cli.recipe import recipe_arguments
-
     recipe_arguments(parser)
     parser.add_argument("--restart", action="store_true", help="forget the finished stages and start over")
     parser.add_argument("--list", action="store_true", help="print the stages and their state; run nothing")
 
 
 def reproduce(args: argparse.Namespace) -> int:
-    from rlrecipes.recipe.load import resolve
-
-    run = resolve(args.recipe, profile=args.profile, overrides=args.overrides)
+    run = resolve_recipe(args)
     reports_dir = Path(os.environ.get("REPORTS_DIR", REPORTS_DIR_DEFAULT))
     stages = plan_stages(run, list(args.overrides), reports_dir)
     identity = {"recipe": run.name, "profile": run.profile.name, "overrides": list(args.overrides)}

@@ -1,4 +1,4 @@
-"""`rlrecipes model RECIPE`: put a recipe's base model at MODELS_DIR/<hub id basename>, with the hub client.
+"""A recipe's base model at MODELS_DIR/<hub id basename>, with the hub client (`rlrecipes model RECIPE`).
 
 Online: `huggingface_hub.snapshot_download(hub_id, local_dir=target)` (resumable, skips files already there;
 the token huggingface_hub finds -- HF_TOKEN, else the one `hf auth login` saved -- is sent for gated/private
@@ -13,7 +13,6 @@ mistaken for a model.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -27,14 +26,6 @@ MARKER = ".rlrecipes-model.json"
 # Weights only as safetensors where the hub has them: the .bin/.pth/.h5 twins of the same weights double
 # the download for nothing. (A repo with only .bin files still downloads them: see _allow_patterns.)
 IGNORE_PATTERNS = ["*.pth", "*.pt", "*.h5", "*.msgpack", "*.ot", "original/*", "onnx/*"]
-
-
-def model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("recipe", help="recipe name (recipes/<name>.yaml); its model.hub_id is downloaded")
-    parser.add_argument("--models-dir", type=Path, default=Path(os.environ.get("MODELS_DIR", "/workspace/models")),
-                        metavar="DIR", help="where models live (default: $MODELS_DIR or /workspace/models)")
-    parser.add_argument("--revision", default="main", help="branch, tag or commit on the hub (default: main)")
-    parser.add_argument("--force", action="store_true", help="download again even if the model is complete")
 
 
 def is_complete(target: Path) -> bool:
@@ -64,26 +55,24 @@ def hub_token() -> tuple[str | None, str]:
     return token, f"the token `hf auth login` saved ({constants.HF_TOKEN_PATH})"
 
 
-def model(args: argparse.Namespace) -> int:
-    from rlrecipes.recipe.load import load_recipe
+def ensure_model(hub_id: str, revision: str, target: Path, force: bool = False) -> str | None:
+    """hub_id at revision in target, downloaded unless a completed download is there already (force: again).
 
-    recipe = load_recipe(args.recipe)
-    hub_id, dir_name = recipe.model.hub_id, recipe.model.dir_name
-    target = args.models_dir / dir_name
-    if is_complete(target) and not args.force:
-        print(f"model: {hub_id} already at {target} (--force downloads again)")
-        return 0
+    Returns where the files came from, or None when nothing was done. The marker (MARKER) is written last, so
+    an interrupted download is not taken for a complete one.
+    """
+    if is_complete(target) and not force:
+        return None
     if hub_offline():
-        source = _from_cache_offline(hub_id, args.revision, target)
+        source = _from_cache_offline(hub_id, revision, target)
     else:
-        source = _download(hub_id, args.revision, target)
+        source = _download(hub_id, revision, target)
     if not (target / "config.json").is_file():
         raise StageFailed(f"{hub_id}: no config.json after the download; is it a transformers model?", where=str(target))
     atomic_write_text(target / MARKER, json.dumps(
-        {"hub_id": hub_id, "revision": args.revision, "source": source,
+        {"hub_id": hub_id, "revision": revision, "source": source,
          "completed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
-    print(f"model: {hub_id} ({args.revision}) ready at {target} [{source}]")
-    return 0
+    return source
 
 
 def _download(hub_id: str, revision: str, target: Path) -> str:

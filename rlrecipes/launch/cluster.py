@@ -17,15 +17,12 @@ cannot be placed, so the per-node rule is the one to check).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rlrecipes.errors import EXIT_FAILED, RecipeError, StageFailed
+from rlrecipes.errors import RecipeError, StageFailed
 
 
 @dataclass(frozen=True)
@@ -282,32 +279,3 @@ def check_cluster(run, address: str | None = None, wait_s: float = 0.0, poll_s: 
             ray.shutdown()
     return ClusterReport(address=address, nodes=nodes, requirement=req, ray_init_kwargs=kwargs,
                          problems=problems, notes=notes)
-
-
-# ------------------------------------------------------------------------------------------- CLI
-def cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("recipe", nargs="?", help="recipe to check against the cluster (omit: list nodes only)")
-    parser.add_argument("--profile", "-p", help="hardware profile (default: the recipe's own)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="Hydra-style verl overrides, as passed to the launch (e.g. trainer.nnodes=3)")
-    parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS)")
-    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                        help="wait up to SECONDS for enough nodes to join (Slurm: workers start after the head)")
-    parser.add_argument("--json", action="store_true", help="machine-readable report")
-
-
-def cluster(args) -> int:
-    run = None
-    if args.recipe:
-        from rlrecipes.recipe.load import resolve
-
-        run = resolve(args.recipe, profile=args.profile, overrides=args.overrides)
-    elif args.overrides:
-        raise RecipeError("overrides need a recipe", hint="rlrecipes cluster RECIPE key=value ...")
-    report = check_cluster(run, address=args.address, wait_s=args.wait)
-    if args.json:
-        json.dump(report.as_dict(), sys.stdout, indent=2, default=str)
-        print()
-    else:
-        print(report.describe())
-    return 0 if report.ok else EXIT_FAILED

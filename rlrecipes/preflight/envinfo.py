@@ -4,8 +4,6 @@ importing the packages, so it is instant and works when torch itself is broken."
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import sys
@@ -88,19 +86,3 @@ def format_block(info: dict) -> str:
     if missing:
         lines.append(f"- not installed: {', '.join(missing)}")
     return "\n".join(lines)
-
-
-def env_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable")
-    parser.add_argument("--gpu-inventory", metavar="FILE.json", help="report these GPUs instead of detecting them")
-
-
-def env(args) -> int:
-    from rlrecipes.preflight.inventory import load_inventory
-
-    info = collect(load_inventory(args.gpu_inventory) if args.gpu_inventory else None)
-    if args.json:
-        print(json.dumps(info, indent=2))
-    else:
-        print(format_block(info))
-    return 0

@@ -14,7 +14,6 @@ uses its first few thousand ids.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import shutil
@@ -204,12 +203,6 @@ def asset_dirs(out: Path | None, models_dir: Path | None, data_dir: Path | None)
     return dirs
 
 
-def asset_dir_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, help="directory to write models/ and data/ into")
-    parser.add_argument("--models-dir", type=Path, help="write the model here instead of OUT/models")
-    parser.add_argument("--data-dir", type=Path, help="write the data here instead of OUT/data")
-
-
 def build_assets(out: Path | None, arch_name: str = "tiny", seed: int = 0, train_rows: int = 256,
                  test_rows: int = 64, force: bool = False, log=print, dtype: str = "float32",
                  models_dir: Path | None = None, data_dir: Path | None = None) -> dict:
@@ -258,23 +251,3 @@ def build_assets(out: Path | None, arch_name: str = "tiny", seed: int = 0, train
         log(f"model  {model_dir}  (up to date)")
     return {"models_dir": str(models_dir), "data_dir": str(data_dir), "model_dir": str(model_dir),
             "data": str(ds_dir), "model": model_dir.name}
-
-
-def smoke_assets_arguments(parser: argparse.ArgumentParser) -> None:
-    asset_dir_arguments(parser)
-    parser.add_argument("--arch", default="tiny", choices=sorted(ARCHITECTURES),
-                        help="model shape: tiny (default, seconds on CPU) or a real model's architecture with "
-                             "random weights, for memory and speed measurement")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the data, tokenizer corpus and weights")
-    parser.add_argument("--train-rows", type=int, default=256)
-    parser.add_argument("--test-rows", type=int, default=64)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                        help="dtype of the saved weights (the Qwen2.5 hub checkpoints are bfloat16)")
-    parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
-
-
-def smoke_assets(args: argparse.Namespace) -> int:
-    result = build_assets(args.out, args.arch, args.seed, args.train_rows, args.test_rows, args.force,
-                          dtype=args.dtype, models_dir=args.models_dir, data_dir=args.data_dir)
-    print(f"export MODELS_DIR={result['models_dir']} DATA_DIR={result['data_dir']}")
-    return 0

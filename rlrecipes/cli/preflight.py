@@ -7,16 +7,14 @@ import json
 import sys
 from pathlib import Path
 
+from rlrecipes.cli.arguments import recipe_arguments, resolve_recipe
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK
 
 
 def preflight_arguments(parser: argparse.ArgumentParser) -> None:
     from rlrecipes.preflight.checks import CHECK_NAMES
 
-    parser.add_argument("recipe", help="recipe name: its path under recipes/ without .yaml (see `rlrecipes recipes`)")
-    parser.add_argument("--profile", "-p", help="hardware profile (default: the recipe's own)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="Hydra-style verl overrides, as the launch will get them")
+    recipe_arguments(parser)
     parser.add_argument("--gpu-inventory", type=Path, metavar="FILE.json",
                         help="plan against these GPUs instead of the detected ones, e.g. "
                              '{"gpus": [{"name": "Tesla P40", "memory_mib": 24576, "compute_capability": "6.1"}], '
@@ -37,9 +35,8 @@ def preflight(args) -> int:
     from rlrecipes.preflight.checks import FAIL, Context, offline_env, run_checks
     from rlrecipes.preflight.host import gather_host_facts
     from rlrecipes.preflight.inventory import detect_inventory, load_inventory
-    from rlrecipes.recipe.load import resolve
 
-    run = resolve(args.recipe, profile=args.profile, overrides=args.overrides)
+    run = resolve_recipe(args)
     inventory = load_inventory(args.gpu_inventory) if args.gpu_inventory else detect_inventory()
     train = run.get("data.train_files")
     paths = [run.ckpt_dir, run.model_path, *(train if isinstance(train, list) else [train])]

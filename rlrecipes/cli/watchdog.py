@@ -1,4 +1,5 @@
-"""`rlrecipes watchdog`, `rlrecipes resume-check`, `rlrecipes healthcheck` (stdlib only: runs in the slim image)."""
+"""`rlrecipes watchdog`: the checkpoint watchdog sidecar (stdlib only: runs in the slim image); `resume-check`
+and `healthcheck` take their --root and logging helpers from here."""
 
 from __future__ import annotations
 
@@ -13,14 +14,12 @@ import threading
 from pathlib import Path
 
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
-from rlrecipes.watchdog.actions import HOG_KINDS
-from rlrecipes.verl.checkpoints import WATCHDOG_DIR, step_dir
 from rlrecipes.fsutil import LockHeld, claim_lock, human_bytes
+from rlrecipes.verl.checkpoints import WATCHDOG_DIR, step_dir
+from rlrecipes.watchdog.actions import HOG_KINDS
 from rlrecipes.watchdog.policy import Retention, parse_size
 from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S
-from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig, default_status_path
-from rlrecipes.verl.resume import resume_check as check_trackers
-from rlrecipes.watchdog.status import health, read_status
+from rlrecipes.watchdog.runner import DEFAULT_GRACE_S, Watchdog, WatchdogConfig
 
 log = logging.getLogger("rlrecipes.watchdog")
 
@@ -32,14 +31,14 @@ def nonempty_path(text: str) -> Path:
     return Path(text)
 
 
-def _root_argument(parser: argparse.ArgumentParser) -> None:
+def root_argument(parser: argparse.ArgumentParser) -> None:
     default = os.environ.get("CKPT_DIR")
     parser.add_argument("--root", type=nonempty_path, default=Path(default) if default else None, required=default is None,
                         help="checkpoint root: one verl default_local_dir or a folder of them "
                              "(default: $CKPT_DIR)" if default is None else f"checkpoint root (default: {default})")
 
 
-def _setup_logging(level: str | None, default: str) -> None:
+def setup_logging(level: str | None, default: str) -> None:
     """The watchdog's own --log-level wins, then the global `rlrecipes -v/-q/--log-level`, then `default`."""
     from rlrecipes import ui
 
@@ -49,7 +48,7 @@ def _setup_logging(level: str | None, default: str) -> None:
 
 
 def watchdog_arguments(parser: argparse.ArgumentParser) -> None:
-    _root_argument(parser)
+    root_argument(parser)
     parser.add_argument("--keep-last", type=int, default=2, metavar="K",
                         help="keep the newest K complete checkpoints (default 2, at least 1)")
     parser.add_argument("--keep-every", type=int, default=None, metavar="M",
@@ -182,7 +181,7 @@ def config_from_args(args: argparse.Namespace) -> WatchdogConfig:
 
 
 def watchdog(args: argparse.Namespace) -> int:
-    _setup_logging(args.log_level, "info")
+    setup_logging(args.log_level, "info")
     cfg = config_from_args(args)
     dog = Watchdog(cfg)
     _check_writable(dog.status_path.parent, cfg.dry_run)
@@ -268,103 +267,3 @@ def _summary(status: dict) -> dict:
         "findings": [f for f in status["findings"] if f["severity"] != "info"],
         "budget": status["budget"],
     }
-
-
-def resume_check_arguments(parser: argparse.ArgumentParser) -> None:
-    _root_argument(parser)
-    parser.add_argument("--check", action="store_true",
-                        help="only report; exit 1 if a repair is needed (default: repair)")
-    parser.add_argument("--grace", type=float, default=0.0, metavar="S",
-                        help="treat step dirs written to within S seconds as saves in progress (default 0: "
-                             "nothing is training)")
-    parser.add_argument("--no-zip-check", action="store_true", help="do not verify .pt files are whole archives")
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    parser.add_argument("--after", type=nonempty_path, metavar="CONSOLE_LOG",
-                        help="after a launch: fail when its console log shows a resume that trained no step "
-                             "(verl's epoch-boundary resume bug); with --total-steps, a resume from the last step "
-                             "is fine")
-    parser.add_argument("--total-steps", type=int, default=None, metavar="N",
-                        help="the run's total training steps (rlrecipes plan), for --after")
-
-
-def _check_after(log: Path, total_steps: int | None) -> list:
-    from rlrecipes.verl.logs import resumed_without_training
-    from rlrecipes.verl.resume import Finding
-
-    try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except IsADirectoryError:
-        raise RecipeError("is a directory: name the launch's console log", where=str(log)) from None
-    except FileNotFoundError:
-        raise RecipeError("console log not found", where=str(log)) from None
-    start = resumed_without_training(text, total_steps)
-    if start is None:
-        return [Finding(str(log), "info", "resume-trained", "the launch trained after its resume (or started fresh)")]
-    return [Finding(str(log), "error", "resume-trained-nothing",
-                    f"the launch resumed at step {start} and logged no training step after it: verl's "
-                    "epoch-boundary resume bug (a checkpoint saved exactly at the end of an epoch) or a run "
-                    "that ended at once; the model is under-trained", start)]
-
-
-def resume_check(args: argparse.Namespace) -> int:
-    _setup_logging(None, "warning")
-    checked_root(args.root)
-    seconds(args.grace, "--grace")
-    if os.path.lexists(args.root) and not args.root.is_dir():
-        raise RecipeError("checkpoint root is not a directory", where=str(args.root),
-                          hint="name the trainer's trainer.default_local_dir or its parent")
-    if args.total_steps is not None and args.total_steps < 1:
-        raise RecipeError("must be >= 1", where="--total-steps")
-    findings = check_trackers(args.root, repair=not args.check, grace_s=args.grace, zip_check=not args.no_zip_check)
-    if args.after is not None:
-        findings += _check_after(args.after, args.total_steps)
-    if args.json:
-        print(json.dumps([f.as_dict() for f in findings], indent=2))
-    else:
-        for f in findings:
-            tag = "repaired" if f.repaired else f.severity
-            print(f"{tag:8s} {f.experiment}: {f.message}")
-    if any(f.severity == "error" for f in findings):
-        return EXIT_FAILED
-    if args.check and any(f.severity == "warn" and not f.repaired for f in findings):
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-def healthcheck_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--status", type=nonempty_path, metavar="FILE", help="the watchdog's status file")
-    group.add_argument("--root", type=nonempty_path, help="checkpoint root (status at <root>/.watchdog/status.json); "
-                                                 "default $CKPT_DIR")
-    parser.add_argument("--max-age", type=float, default=None, metavar="S",
-                        help="oldest acceptable status (default: 3 x the watchdog's interval + 30 s)")
-    # Only findings something else acts on may be ignored; a misspelled code is an error, not a no-op.
-    parser.add_argument("--ignore", action="append", default=[], choices=["run-stalled"], metavar="CODE",
-                        help="an error finding that does not make this check fail: run-stalled (the trainer's "
-                             "stop guard acts on it; compose.yaml's gate). Repeatable")
-
-
-def healthcheck(args: argparse.Namespace) -> int:
-    if args.status is None and args.root is None:
-        if not os.environ.get("CKPT_DIR"):
-            raise RecipeError("no status file given", where="healthcheck",
-                              hint="pass --status FILE or --root DIR, or set CKPT_DIR")
-        args.root = Path(os.environ["CKPT_DIR"])
-    seconds(args.max_age, "--max-age", positive=True)
-    if args.status is None:
-        checked_root(args.root)
-    path = args.status or default_status_path(args.root)
-    try:
-        status = read_status(path)
-    except FileNotFoundError:
-        print(f"unhealthy: {path} does not exist (watchdog not started yet?)")
-        return EXIT_FAILED
-    except IsADirectoryError:
-        print(f"unhealthy: {path} is a directory, not the watchdog's status file")
-        return EXIT_FAILED
-    except (OSError, ValueError, RecursionError) as exc:
-        print(f"unhealthy: {path}: not a readable status file ({type(exc).__name__}: {str(exc)[:120]})")
-        return EXIT_FAILED
-    ok, reason = health(status, max_age_s=args.max_age, ignore=frozenset(args.ignore))
-    print(("healthy: " if ok else "unhealthy: ") + reason)
-    return EXIT_OK if ok else EXIT_FAILED

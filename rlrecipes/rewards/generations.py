@@ -8,7 +8,6 @@ take dotted paths such as `reward_model.ground_truth`).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -17,20 +16,6 @@ from rlrecipes.errors import RecipeError
 
 RESPONSE_KEYS = ("resps", "output", "response", "responses", "solution_str", "completion", "generation")
 GROUND_TRUTH_KEYS = ("gts", "ground_truth", "reward_model.ground_truth", "target", "answer", "doc.answer")
-
-
-def score_arguments(parser: argparse.ArgumentParser) -> None:
-    from rlrecipes.rewards.gsm8k import MODES
-
-    parser.add_argument("path", metavar="PARQUET_OR_JSONL", help="saved generations (.jsonl, .json lines or .parquet)")
-    parser.add_argument("--mode", choices=MODES, action="append", help="score only these modes (repeatable; default: all)")
-    parser.add_argument(
-        "--response-key", metavar="KEY", help=f"response field (default: first of {', '.join(RESPONSE_KEYS)})"
-    )
-    parser.add_argument(
-        "--ground-truth-key", metavar="KEY", help=f"ground-truth field (default: first of {', '.join(GROUND_TRUTH_KEYS)})"
-    )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
 def read_records(path: Path) -> list[dict]:
@@ -148,22 +133,3 @@ def score_records(records: list[dict], modes, response_key=None, ground_truth_ke
     if lm_eval_filters:
         result["lm_eval_exact_match"] = {f: sum(v) / len(v) for f, v in lm_eval_filters.items()}
     return result
-
-
-def score(args: argparse.Namespace) -> int:
-    from rlrecipes.rewards.gsm8k import MODES
-
-    path = Path(args.path)
-    modes = tuple(dict.fromkeys(args.mode)) if args.mode else MODES
-    result = score_records(read_records(path), modes, args.response_key, args.ground_truth_key, where=str(path))
-    if args.json:
-        print(json.dumps(result, indent=2, sort_keys=True))
-        return 0
-    print(f"{path}: {result['responses']} responses ({result['response_key']} vs {result['ground_truth_key']})")
-    # accuracy = the reward (answer right in the mode's format); answer ok ignores the format (think).
-    print(f"  {'mode':<10} {'accuracy':>9} {'format ok':>10} {'answer ok':>10}")
-    for mode, figures in result["modes"].items():
-        print(f"  {mode:<10} {figures['score']:>9.4f} {figures['format']:>10.4f} {figures['acc']:>10.4f}")
-    for name, value in result.get("lm_eval_exact_match", {}).items():
-        print(f"  lm-eval {name}: {value:.4f} (as lm-eval scored it)")
-    return 0

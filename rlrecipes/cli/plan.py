@@ -1,0 +1,119 @@
+"""`rlrecipes plan RECIPE`: the resolved plan (image, batch arithmetic, schedule, checkpoints, memory, time, launch)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from rlrecipes.cli.arguments import recipe_arguments, resolve_recipe
+from rlrecipes.errors import RecipeError
+
+if TYPE_CHECKING:
+    from rlrecipes.plan.plan import Plan
+
+
+def plan_arguments(parser: argparse.ArgumentParser) -> None:
+    recipe_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="machine-readable plan")
+    parser.add_argument("--memory", action="store_true", help="include the per-GPU memory breakdown")
+    parser.add_argument("--force", action="store_true",
+                        help="print the plan even when its memory estimate exceeds the GPU (exit 0)")
+
+
+def plan(args) -> int:
+    from rlrecipes.plan.plan import build_plan, key_problems
+
+    run = resolve_recipe(args)
+    problems = key_problems(run)
+    if problems:
+        # the first one, named where it was set; validate would stop at the same key (Hydra applies in order)
+        first, rest = problems[0], [p.key for p in problems[1:]]
+        raise RecipeError(first.message + (f" (and {len(rest)} more: {', '.join(rest)})" if rest else ""),
+                          where=run.sources.get(first.override.lstrip("+~"), "overrides"),
+                          hint=f"did you mean {', '.join(first.suggestions)}?" if first.suggestions else
+                          f"`rlrecipes validate {run.name}` checks against verl {run.image.verl} itself")
+    result = build_plan(run)
+    mem = result.memory
+    if mem.known and mem.total_gib > mem.gpu_memory_gib and not args.force:
+        raise RecipeError(
+            f"needs ~{mem.total_gib:.1f} GiB per GPU at its peak ({mem.peak_phase}), but "
+            f"{result.hardware.gpu} has {mem.gpu_memory_gib:g} GiB",
+            where=f"{run.name} on {run.profile.name}",
+            hint="pick a profile with more GPU memory, lower batch sizes or lengths (rlrecipes plan --memory --force "
+                 "shows the terms), or pass --force to print the plan anyway")
+    if args.json:
+        json.dump(result.as_dict(), sys.stdout, indent=2)
+        print()
+        return 0
+    _print_plan(result, show_memory=args.memory)
+    return 0
+
+
+def _print_plan(p: Plan, show_memory: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rlrecipes.fsutil import human_bytes
+
+    console = Console(width=max(100, Console().width))
+    hw, b, s, c = p.hardware, p.batch, p.schedule, p.checkpoints
+    table = Table(title=f"plan: {p.recipe} on {p.profile}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("image", f"{p.image.tag}  ({p.image.dockerfile})")
+    table.add_row("hardware", f"{hw.nnodes} node(s) x {hw.gpus_per_node} x {hw.gpu} "
+                              f"({hw.gpu_memory_gib:g} GiB) = {hw.gpus} GPU(s); {hw.dtype}, "
+                              f"{hw.attention}, rollout {hw.rollout} TP {hw.tensor_parallel}")
+    algo = p.algorithm
+    table.add_row("algorithm", f"{algo.adv_estimator}; critic: {'yes' if algo.critic else 'no'}; "
+                               f"reference: {'yes' if algo.reference_policy else 'no'}; "
+                               f"LoRA rank: {algo.lora_rank or 'off'}")
+    table.add_row("per step", f"{b.prompts_per_step} prompts x {b.responses_per_prompt} = "
+                              f"{b.responses_per_step} responses (<= {b.max_tokens_per_response} tokens each)")
+    table.add_row("updates", f"mini batch {b.ppo_mini_batch_prompts} prompts -> "
+                             f"{b.optimizer_steps_per_step} optimizer step(s) per step; "
+                             f"{b.responses_per_gpu_per_mini_batch} responses/GPU/mini batch, micro "
+                             f"{b.micro_batch_per_gpu} -> {b.gradient_accumulation} accumulation steps")
+    table.add_row("schedule", f"{s.train_rows} train rows ({s.train_rows_source}) -> "
+                              f"{s.steps_per_epoch} steps/epoch x {s.epochs} epochs = {s.total_steps} steps; "
+                              f"validation every {s.test_freq} steps")
+    saves = c.save_steps
+    shown = ", ".join(map(str, saves[:8])) + (" ..." if len(saves) > 8 else "")
+    table.add_row("checkpoints", f"every {c.save_freq} steps at [{shown}] into {c.dir}; keep last "
+                                 f"{c.keep_last}; resume {c.resume_mode}")
+    table.add_row("disk", f"{human_bytes(c.bytes_per_checkpoint)} per checkpoint; "
+                          f"{human_bytes(c.disk_needed_bytes)} for {c.disk_note}")
+    mem = p.memory.as_dict()
+    table.add_row("GPU memory", f"~{mem.get('total_gib', 0):.1f} GiB per GPU of "
+                                f"{hw.gpu_memory_gib:g} GiB (rlrecipes plan --memory for the terms)")
+    if p.memory_measured:
+        m = p.memory_measured
+        parts = "; ".join(f"{what}: {got:g} GiB (estimate {est:g})" for what, got, est, _ in m.phases)
+        table.add_row("GPU memory, measured", f"at {m.settings}: {parts}; {m.measured_on} (record: {m.source})")
+    time = p.time
+    if time:
+        total = f"{time.total_seconds / 3600:.1f} h for {s.total_steps} steps" if time.total_seconds else \
+            "total unknown (no step count)"
+        table.add_row("time (estimate)", f"~{time.seconds_per_step:.0f} s/step, {total} -- {time.covers}; "
+                                         f"from {time.measured_on} (record: {time.source})")
+    else:
+        table.add_row("time (estimate)", "none: no throughput measured for this recipe's model on this profile")
+    table.add_row("loggers", f"{p.loggers} -> {p.logs}")
+    table.add_row("launch", p.launch)
+    console.print(table)
+    if show_memory:
+        mt = Table(title="per-GPU memory estimate", title_justify="left")
+        mt.add_column("term")
+        mt.add_column("GiB", justify="right")
+        for term in mem.get("terms", []):
+            mt.add_row(term["name"], f"{term['gib']:.2f}")
+        console.print(mt)
+    for warning in p.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    console.print("[bold]command:[/]")
+    from rlrecipes.recipe.overrides import shell_word
+
+    head, overrides = p.command[:3], p.command[3:]
+    print(" \\\n    ".join([" ".join(head)] + [shell_word(o) for o in overrides]))
