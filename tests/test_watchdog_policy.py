@@ -10,7 +10,7 @@ import pytest
 
 from rlrecipes.verl.checkpoints import Experiment, StepDir, Tracker, ZipCache, inspect_step, read_tracker
 from rlrecipes.verl.resume import TrackerFix, classify
-from rlrecipes.watchdog.policy import Deletion, ExperimentPlan, Retention, parse_size, plan
+from rlrecipes.watchdog.policy import Deletion, ExperimentDecision, Retention, parse_size, plan
 from rlrecipes.watchdog.status import STATUS_VERSION, health, render_metrics
 
 NOW = 1_000_000.0
@@ -422,8 +422,8 @@ def test_whole_plan_by_hand():
     ]
     assert p.fixes == [TrackerFix(b, "missing", 6)]
     assert p.experiments == [
-        ExperimentPlan(a, {1: "complete", 2: "complete", 3: "complete", 4: "interrupted"}, 3, 3, 100),
-        ExperimentPlan(b, {5: "complete", 6: "complete"}, 6, 6, 300),
+        ExperimentDecision(a, {1: "complete", 2: "complete", 3: "complete", 4: "interrupted"}, 3, 3, 100),
+        ExperimentDecision(b, {5: "complete", 6: "complete"}, 6, 6, 300),
     ]
     assert (p.need_bytes, p.room_bytes, p.room_after_bytes) == (300, 0, 440)
     assert [(f.experiment, f.severity, f.code, f.step) for f in p.findings] == [

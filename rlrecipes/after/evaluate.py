@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlrecipes.after.merge_info import DTYPES as MERGE_DTYPES, FILE as MERGE_INFO_FILE, MergeInfo
 from rlrecipes.errors import RecipeError, StageFailed
 
 DEFAULT_TASKS = ("gsm8k", "gsm8k_cot")
@@ -236,23 +237,16 @@ def run_lm_eval(cmd: list[str], log_file: Path, label: str) -> None:
 def dtype_from_merge_info(model: Path) -> str | None:
     """The dtype `rlrecipes merge` saved the model in (the recipe's), used for both models so that a P40
     (no bf16) evaluates in float32 and the baseline runs in the same precision as the trained model."""
-    try:
-        dtype = json.loads((model / "merge-info.json").read_text()).get("dtype")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return dtype if dtype in ("bfloat16", "float32", "float16") else None
+    info = MergeInfo.read(model)
+    return info.dtype if info and info.dtype in MERGE_DTYPES else None
 
 
 def baseline_from_merge_info(model: Path) -> str | None:
     """The base model a merged model came from, when `rlrecipes merge` recorded a directory that exists
     (not the merger's bf16 copy it falls back to, which is gone after the merge)."""
-    info_file = model / "merge-info.json"
-    try:
-        info = json.loads(info_file.read_text())
-    except (OSError, ValueError):
+    info = MergeInfo.read(model)
+    base = info.base_model if info else None
+    if not base or "model_merger" in str(info.base_note or "") or not (Path(base) / "config.json").is_file():
         return None
-    base = info.get("base_model") if isinstance(info, dict) else None
-    if not base or "model_merger" in str(info.get("base_note", "")) or not (Path(base) / "config.json").is_file():
-        return None
-    print(f"baseline: {base} (from {info_file})")
+    print(f"baseline: {base} (from {model / MERGE_INFO_FILE})")
     return str(base)

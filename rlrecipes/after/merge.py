@@ -33,6 +33,7 @@ from pathlib import Path
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.after.lora_fuse import _torch_dtype, check_fused_logits, compare_to_base, fuse_lora, greedy_sample
+from rlrecipes.after.merge_info import LoraInfo, MergeInfo
 from rlrecipes.after.merge_output import _PARTIAL_PREFIX, check_output, claim_output
 from rlrecipes.ui import run_logged
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
@@ -186,32 +187,32 @@ def run_verl_merger(actor_dir: Path, target: Path, log_file: Path) -> None:
                           hint="its whole output is in that log")
 
 
-def model_card(info: dict) -> str:
+def model_card(info: MergeInfo) -> str:
     lines = [
         "---",
         "library_name: transformers",
         # only a hub id (from the recipe): the Hub links a card's base_model, a local path means nothing there
-        *([f"base_model: {info['base_hub_id']}"] if info.get("base_hub_id") else []),
+        *([f"base_model: {info.base_hub_id}"] if info.base_hub_id else []),
         "tags: [verl, rlrecipes, gsm8k]",
         "---",
         "",
-        f"# {info.get('recipe') or 'verl run'} -- step {info['step']}",
+        f"# {info.recipe or 'verl run'} -- step {info.step}",
         "",
         "Merged by `rlrecipes merge` from a verl FSDP checkpoint.",
         "",
         "| | |",
         "|---|---|",
-        f"| Base model | {info.get('base_hub_id') or ''} `{info.get('base_model') or 'unknown'}` |",
-        f"| Recipe | {info.get('recipe') or 'unknown'} |",
-        f"| Checkpoint | `{info['checkpoint']}` |",
-        f"| Step | {info['step']} |",
-        f"| Weights | {info['dtype']} |",
+        f"| Base model | {info.base_hub_id or ''} `{info.base_model or 'unknown'}` |",
+        f"| Recipe | {info.recipe or 'unknown'} |",
+        f"| Checkpoint | `{info.checkpoint}` |",
+        f"| Step | {info.step} |",
+        f"| Weights | {info.dtype} |",
     ]
-    if info.get("lora"):
-        lora = info["lora"]
-        lines.append(f"| LoRA (fused) | r={lora['r']}, alpha={lora['alpha']:g} ({lora['alpha_source']}), "
-                     f"targets {', '.join(lora['targets'])} |")
-    for key, value in info.get("metrics", {}).items():
+    if info.lora:
+        lora = info.lora
+        lines.append(f"| LoRA (fused) | r={lora.r}, alpha={lora.alpha:g} ({lora.alpha_source}), "
+                     f"targets {', '.join(lora.targets)} |")
+    for key, value in info.metrics.items():
         lines.append(f"| {key} | {value:.4f} |")
     lines += ["", "Evaluate: `rlrecipes eval <this dir> --baseline <base model dir>`.", ""]
     return "\n".join(lines)
@@ -219,7 +220,7 @@ def model_card(info: dict) -> str:
 
 def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None, dtype: str = "auto",
                      lora_alpha: float | None = None, recipe: str | None = None, log_dir: Path | None = None,
-                     force: bool = False, device: str = "auto") -> dict:
+                     force: bool = False, device: str = "auto") -> MergeInfo:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from rlrecipes.ui import stage
@@ -240,22 +241,22 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
         config_dtype = config_dtype.replace("torch.", "")
         target_dtype = resolve_dtype(dtype, ctx, config_dtype)
         final = work / "model"
-        info: dict = {"checkpoint": str(ckpt.actor_dir), "step": ckpt.step, "recipe": ctx.name,
-                      "dtype": target_dtype, "lora": None, "base_hub_id": ctx.hub_id}
+        info = MergeInfo(checkpoint=str(ckpt.actor_dir), step=ckpt.step, recipe=ctx.name, dtype=target_dtype,
+                         base_hub_id=ctx.hub_id)
         adapter_dir = merged_raw / "lora_adapter"
         lora_modules: set[str] = set()
         if adapter_dir.is_dir():
             rank, targets, n_modules = adapter_layout(adapter_dir / "adapter_model.safetensors")
             alpha, source = lora_alpha_for(ckpt.actor_dir, rank, lora_alpha, ctx.lora_alpha)
             base_path, base_note = _base_for_lora(base, ckpt.actor_dir, ctx, merged_raw)
-            info["lora"] = {"r": rank, "alpha": alpha, "alpha_source": source, "targets": targets,
-                            "modules": n_modules, "scaling": alpha / rank}
-            info["base_model"] = str(base_path)
-            info["base_note"] = base_note
+            info.lora = LoraInfo(r=rank, alpha=alpha, alpha_source=source, targets=targets, modules=n_modules,
+                                 scaling=alpha / rank)
+            info.base_model = str(base_path)
+            info.base_note = base_note
             with stage(f"PEFT merge_and_unload (r={rank}, alpha={alpha:g}) into {base_path}"):
                 model, fixed_adapter, reference = fuse_lora(base_path, adapter_dir, rank, alpha, targets, work)
                 model = model.to(_torch_dtype(target_dtype))
-                info["logits"] = check_fused_logits(model, reference, target_dtype)
+                info.logits = check_fused_logits(model, reference, target_dtype)
                 model.save_pretrained(str(final), safe_serialization=True)
                 shutil.copytree(fixed_adapter, final / "lora_adapter")
                 del model
@@ -269,10 +270,10 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
                 model = AutoModelForCausalLM.from_pretrained(str(merged_raw), torch_dtype=_torch_dtype(target_dtype))
                 model.save_pretrained(str(final), safe_serialization=True)
                 del model
-            info["base_model"] = str(base) if base else (str(ctx.model_path) if ctx.model_path else None)
+            info.base_model = str(base) if base else (str(ctx.model_path) if ctx.model_path else None)
             compare_base = base if base and base.is_dir() else None
         AutoTokenizer.from_pretrained(str(hf_dir)).save_pretrained(str(final))
-        info["metrics"] = step_metrics(log_dir or ctx.log_dir, ckpt.step)
+        info.metrics = step_metrics(log_dir or ctx.log_dir, ckpt.step)
 
         with stage("verifying: load with transformers, compare with the base, greedy generation"):
             verification: dict = {}
@@ -287,8 +288,8 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
                 raise StageFailed(f"the merged model does not load or generate: {type(exc).__name__}: {exc}",
                                   where=str(out)) from exc
             verification["loads"] = True
-        info["verification"] = verification
-        if info["lora"]:
+        info.verification = verification
+        if info.lora:
             if verification.get("changed_targeted", 0) == 0:
                 raise StageFailed("the fused model equals the base in every LoRA target: the adapter is zero "
                                   "(an untrained or empty adapter)", where=str(ckpt.actor_dir))
@@ -296,8 +297,8 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
                 raise StageFailed(f"weights outside the LoRA targets differ from the base: "
                                   f"{verification['changed_other_examples']}", where=str(compare_base),
                                   hint="--base must be the model the run started from")
-        info["seconds"] = round(time.monotonic() - started, 1)
-        atomic_write_text(final / "merge-info.json", json.dumps(info, indent=2, default=str) + "\n")
+        info.seconds = round(time.monotonic() - started, 1)
+        info.write(final)
         atomic_write_text(final / "README.md", model_card(info))
         if out.exists():
             old = work / "previous"

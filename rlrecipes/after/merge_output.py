@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from rlrecipes.after.merge_info import FILE as MERGE_INFO_FILE
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.fsutil import LockHeld, claim_lock
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
@@ -96,7 +97,7 @@ def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path
         raise RecipeError("--out exists and is not a directory", where=str(out), hint="pick another --out")
     if not force:
         raise RecipeError("output directory exists", where=str(out), hint="pass --force to replace it")
-    if any(real.iterdir()) and not (real / "merge-info.json").is_file():
+    if any(real.iterdir()) and not (real / MERGE_INFO_FILE).is_file():
         raise RecipeError("--force replaces only an empty directory or an earlier merge output (with "
                           "merge-info.json); this one holds other files", where=str(out),
                           hint="remove it yourself if it is expendable, or pick another --out")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from rlrecipes.after.merge import DTYPES, merge_checkpoint
+from rlrecipes.after.merge_info import MergeInfo
 from rlrecipes.verl.checkpoint_ref import locate_checkpoint
 from rlrecipes.verl.checkpoints import STEP_DIR_PATTERN
 
@@ -37,22 +38,21 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(info: dict, out: Path) -> None:
-    v = info["verification"]
-    rows = [("Output", str(out)), ("Checkpoint", f"{info['checkpoint']} (step {info['step']})"),
-            ("Recipe", info.get("recipe") or "-"), ("Weights", info["dtype"]),
-            ("Base model", info.get("base_model") or "-")]
-    if info["lora"]:
-        lora = info["lora"]
-        rows += [("LoRA fused", f"r={lora['r']} alpha={lora['alpha']:g} ({lora['alpha_source']}); "
-                                f"{lora['modules']} modules: {', '.join(lora['targets'])}"),
+def _print_summary(info: MergeInfo, out: Path) -> None:
+    v = info.verification
+    rows = [("Output", str(out)), ("Checkpoint", f"{info.checkpoint} (step {info.step})"),
+            ("Recipe", info.recipe or "-"), ("Weights", info.dtype), ("Base model", info.base_model or "-")]
+    if info.lora:
+        lora = info.lora
+        rows += [("LoRA fused", f"r={lora.r} alpha={lora.alpha:g} ({lora.alpha_source}); "
+                                f"{lora.modules} modules: {', '.join(lora.targets)}"),
                  ("Changed vs base", f"{v.get('changed_targeted')} LoRA-targeted tensors (max |delta| "
                                      f"{v.get('max_abs_delta', 0):.3g}); {v.get('changed_other')} others")]
     elif "compared" in v:
         rows.append(("Changed vs base", f"{v['changed_targeted'] + v['changed_other']} of {v['compared']} tensors"))
-    for key, value in info.get("metrics", {}).items():
+    for key, value in info.metrics.items():
         rows.append((key, f"{value:.4f}"))
-    rows += [("Greedy sample", repr(v["sample"][:80])), ("Time", f"{info['seconds']} s")]
+    rows += [("Greedy sample", repr(v["sample"][:80])), ("Time", f"{info.seconds} s")]
     try:
         from rich.console import Console
         from rich.table import Table

@@ -1,6 +1,6 @@
 """Pure decisions: which checkpoints are complete, which to delete, whether the tracker needs repair.
 
-Input is a snapshot read by rlrecipes/verl/checkpoints.py (scan_root) plus the clock; output is a Plan that
+Input is a snapshot read by rlrecipes/verl/checkpoints.py (scan_root) plus the clock; output is a Decision that
 actions.py carries out.
 Nothing here touches the filesystem, so every rule is testable with literal cases.
 """
@@ -25,7 +25,7 @@ class Deletion:
 
 
 @dataclass
-class ExperimentPlan:
+class ExperimentDecision:
     experiment: Path
     states: dict[int, str]
     newest_complete: int | None
@@ -34,8 +34,8 @@ class ExperimentPlan:
 
 
 @dataclass
-class Plan:
-    experiments: list[ExperimentPlan] = field(default_factory=list)
+class Decision:
+    experiments: list[ExperimentDecision] = field(default_factory=list)
     deletions: list[Deletion] = field(default_factory=list)
     fixes: list[TrackerFix] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -56,7 +56,7 @@ class Retention:
 
 
 def plan(experiments: list[Experiment], now: float, retention: Retention, room_bytes: int | None,
-         floor_bytes: int = 0, first_checkpoint_bytes: int = 0) -> Plan:
+         floor_bytes: int = 0, first_checkpoint_bytes: int = 0) -> Decision:
     """Decide deletions and tracker repairs for every experiment under the root.
 
     `room_bytes` is what the budget still allows before this plan (quota minus usage, or free space minus
@@ -66,7 +66,7 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
     """
     if retention.keep_last < 1:
         raise ValueError("keep_last must be >= 1: the newest complete checkpoint is never deleted")
-    out = Plan(room_bytes=room_bytes)
+    out = Decision(room_bytes=room_bytes)
     budget_candidates: list[StepDir] = []
     exp_of: dict[Path, Path] = {}
     for exp in experiments:
@@ -95,7 +95,7 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
                         and (newest is None or s.step > newest.step))
         next_bytes = max(0, newest.bytes - in_flight) if newest else 0
         out.need_bytes = max(out.need_bytes, next_bytes)
-        out.experiments.append(ExperimentPlan(exp.path, states, newest.step if newest else None,
+        out.experiments.append(ExperimentDecision(exp.path, states, newest.step if newest else None,
                                               effective, next_bytes))
 
     if room_bytes is None:

@@ -14,7 +14,7 @@ from rlrecipes.watchdog import actions
 from rlrecipes.verl.checkpoints import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
 from rlrecipes.fsutil import human_bytes
 from rlrecipes.verl.resume import WRITING, Finding, write_tracker
-from rlrecipes.watchdog.policy import Plan, Retention, plan
+from rlrecipes.watchdog.policy import Decision, Retention, plan
 from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S, Progress
 from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_status
 
@@ -110,7 +110,7 @@ class Watchdog:
             self.metrics.update(status)
         return status
 
-    def _act(self, decided: Plan, findings: list[Finding]) -> list[dict]:
+    def _act(self, decided: Decision, findings: list[Finding]) -> list[dict]:
         done: list[dict] = []
         for fix in decided.fixes:
             try:
@@ -164,7 +164,7 @@ class Watchdog:
                         "bytes": size[0] if size else None, "items": size[1] if size else None})
         return out
 
-    def _status(self, scan, decided: Plan, findings, done, usage, hogs, now, seconds) -> dict:
+    def _status(self, scan, decided: Decision, findings, done, usage, hogs, now, seconds) -> dict:
         self.counters["scans"] += 1
         cfg = self.config
         deleted_paths = {d["path"] for d in done}

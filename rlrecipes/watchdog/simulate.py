@@ -4,7 +4,7 @@ For tests, the benchmark and the Compose writer container:
     python -m rlrecipes.watchdog.simulate --root /ckpt/run --steps 6 --shard-bytes 1M --pause 0.5
 
 `.pt` files are zip archives like torch.save's, so a truncated one is recognised as such.
-Order (see layout.py for the verl sources): actor shards per rank (model, optim, extra_state),
+Order (see rlrecipes/verl/checkpoints.py for the verl sources): actor shards per rank (model, optim, extra_state),
 actor/huggingface/, actor/fsdp_config.json, then critic/ the same way, then data.pt, then the tracker
 via plain open("w") -- not atomic, like verl.
 """
