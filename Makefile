@@ -81,7 +81,7 @@ test-gpu: ## on a GPU host: the gpu test tier inside IMAGE_FAMILY's image (offli
 	IMAGE_FAMILY=$(IMAGE_FAMILY) GPUS=$(GPUS) scripts/test-gpu.sh $(PYTEST_ARGS)
 
 test-images-full: env ## opt-in, slow (GBs): install each GPU image's lock for real into its Python, pip check, imports
-	RLRECIPES_IMAGES_FULL=1 $(VENV)/bin/python -m pytest tests/test_images_full.py -s $(PYTEST_ARGS)
+	RLRECIPES_IMAGES_FULL=1 $(VENV)/bin/python -m pytest tests/repo/test_images_full.py -s $(PYTEST_ARGS)
 
 lint: env ## hadolint, shellcheck, mbake validate, compose config for every profile, launchers --check
 	VENV=$(VENV) scripts/lint.sh

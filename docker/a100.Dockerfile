@@ -1,7 +1,7 @@
 # A100 / H100 image: verl 0.8.0 + vLLM 0.11.0 + FlashAttention-2 on CUDA 12.8, Python 3.12, torch 2.8.0.
 # Build:  make build-a100     (docker build -f docker/a100.Dockerfile -t rlrecipes/a100:<tag> .)
 # Every version below is an ARG with a pinned default; rlrecipes/recipe/images.py holds the same numbers and
-# tests/test_images.py checks they agree. Python packages come from docker/a100.lock (hashes, no resolver).
+# tests/recipe/test_images.py checks they agree. Python packages come from docker/a100.lock (hashes, no resolver).
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 PYTHON_SOURCE=base (docs/images.md).
 # RunPod variant (`make build-runpod`): BASE_IMAGE=runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404 PYTHON_SOURCE=base
 # -- RunPod's own /start.sh (SSH from PUBLIC_KEY, Jupyter with JUPYTER_PASSWORD) is then in the image, and the

@@ -2,7 +2,7 @@
 # (sm_90) and newer GPUs on NVIDIA drivers >= 580 (CUDA 13.x); the A100 image stays on CUDA 12.8 / verl 0.8.0.
 # Build:  make build-hopper   (docker build -f docker/hopper.Dockerfile -t rlrecipes/hopper:<tag> .)
 # Every version below is an ARG with a pinned default; rlrecipes/recipe/images.py holds the same numbers and
-# tests/test_images.py checks they agree. Python packages come from docker/hopper.lock (hashes, no resolver):
+# tests/recipe/test_images.py checks they agree. Python packages come from docker/hopper.lock (hashes, no resolver):
 # verl's own `vllm` extra, which pins exactly torch 2.11.0, vLLM 0.24.0 and transformers 5.9.0.
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 PYTHON_SOURCE=base (docs/images.md).
 # RunPod variant (`make build-runpod IMAGE=hopper`): BASE_IMAGE=runpod/pytorch:1.0.2-cu1300-torch280-ubuntu2404

@@ -4,7 +4,7 @@
 # Build:  make build-p40     (docker build -f docker/p40.Dockerfile -t rlrecipes/p40:<tag> .)
 # No vLLM (needs sm_70+), no flash-attn (needs sm_80; importing it would also switch verl to Triton kernels,
 # which need sm_70+). verl is patched for sm_61 by scripts/patch_verl.py --image p40 right after it is installed.
-# Every version is an ARG with a pinned default that rlrecipes/recipe/images.py repeats (tests/test_images.py).
+# Every version is an ARG with a pinned default that rlrecipes/recipe/images.py repeats (tests/recipe/test_images.py).
 # CI builds this file against a stand-in Debian base with SKIP_GPU_WHEELS=1 (docs/images.md).
 # scripts/build-image.sh passes BASE_IMAGE=<this>@sha256:... when docker/bases.lock pins it (`make lock`).
 ARG BASE_IMAGE=nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04

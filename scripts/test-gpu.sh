@@ -36,6 +36,6 @@ script='set -e
 if [ ! -d /opt/pytest/_pytest ]; then python -m pip install --quiet --target /opt/pytest "pytest>=8"; fi
 cd /opt/rlrecipes
 exec python -c "import sys; sys.path.append(\"/opt/pytest\"); import pytest; sys.exit(pytest.main(sys.argv[1:]))" \
-    -p no:cacheprovider -m gpu tests/test_smoke_gpu.py "$@"'
+    -p no:cacheprovider -m gpu tests/smoke/test_smoke_gpu.py "$@"'
 exec env "${upper}_GPUS=$gpus" docker compose -f "$repo/compose.yaml" run "${args[@]}" --entrypoint bash "$service" \
     -c "$script" test-gpu "$@"

@@ -64,3 +64,34 @@ def has_gpu() -> bool:
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") and not has_gpu():
         skip_or_fail("gpu", "needs an NVIDIA GPU (nvidia-smi -L failed or is absent)")
+
+
+@pytest.fixture
+def disk(tmp_path):
+    """Factory: disk("tmpfs"|"ext4", size_bytes) -> mount point of a fresh, size-capped filesystem."""
+    mounted: list[Path] = []
+
+    def make(kind: str, size: int, base: Path | None = None) -> Path:
+        if os.geteuid() != 0:
+            skip_or_fail("fs", "mounting a size-limited filesystem needs root")
+        where = (base or tmp_path) / f"{kind}{len(mounted)}"
+        where.mkdir()
+        if kind == "tmpfs":
+            cmd = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)]
+        else:
+            img = tmp_path / f"{where.name}.img"
+            subprocess.run(["truncate", "-s", str(size), str(img)], check=True)
+            made = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(img)], capture_output=True, text=True)
+            if made.returncode:
+                skip_or_fail("fs", f"mkfs.ext4 failed: {made.stderr.strip()}")
+            cmd = ["mount", "-o", "loop", str(img), str(where)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            skip_or_fail("fs", f"cannot mount {kind}: {done.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield make
+    for where in reversed(mounted):
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(where)], capture_output=True)

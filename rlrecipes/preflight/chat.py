@@ -4,7 +4,7 @@ Fast path: the `tokenizers` library and jinja2, configured exactly as transforme
 (`transformers/utils/chat_template_utils.py` `_compile_jinja_template` and
 `PreTrainedTokenizerBase.apply_chat_template`). Importing transformers costs 5-17 s on a small machine
 (it imports torch), more than the rest of preflight together; the fast path imports in ~0.3 s
-(docs/preflight.md). Its results must equal `AutoTokenizer.apply_chat_template` (tests/test_chat_template.py
+(docs/preflight.md). Its results must equal `AutoTokenizer.apply_chat_template` (tests/preflight/test_chat_template.py
 compares them on every template we ship or test). Whatever it cannot reproduce with certainty -- no
 tokenizer.json, a tokenizer class that rewrites its tokenizer at load time, added tokens missing from
 tokenizer.json, a special token the template reads that only the tokenizer class's defaults could supply,

@@ -1,7 +1,7 @@
 """The container images a profile can run on, with the versions that decide binary compatibility.
 
 These defaults must agree with the ARG defaults in docker/<name>.Dockerfile and the lock files
-(tests/test_images.py checks it).
+(tests/recipe/test_images.py checks it).
 
 Stdlib only, and runnable as a file: the Dockerfiles copy it in before the project and run
 `python images.py check-torch <image>` right after installing torch, so a torch build without kernels for the

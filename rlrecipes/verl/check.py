@@ -8,7 +8,7 @@ Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any 
 2. the version's own validation: 0.8.x `verl.utils.config.validate_config` (+ the rollout registry that
    the worker consults); 0.5.0 `RayPPOTrainer._validate_config` plus the mini/micro batch checks that
    0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py): OUR COPY, with their arithmetic and
-   messages, held equal to verl's by tests/test_verl_worker_checks.py. Everything else is verl's own code.
+   messages, held equal to verl's by tests/verl_layer/test_verl_worker_checks.py. Everything else is verl's own code.
 This module imports only the stdlib (and the stdlib-only specs.py and schema.py) at top level: it is loaded by a
 foreign interpreter.
 """
@@ -116,7 +116,7 @@ def _worker_checks_050(cfg, use_critic: bool) -> None:
     """OUR COPY of checks verl 0.5.0 runs only inside its GPU workers (fsdp_workers.py
     ActorRolloutRefWorker.__init__, CriticWorker.__init__, _build_rollout), with the same arithmetic and
     messages: verl 0.5.0 checks the micro batches whether or not use_dynamic_bsz is on, and the critic
-    scales its mini batch by its own `critic.rollout_n`. tests/test_verl_worker_checks.py runs verl's real
+    scales its mini batch by its own `critic.rollout_n`. tests/verl_layer/test_verl_worker_checks.py runs verl's real
     constructors on the CPU beside this copy on the same configs."""
     world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     actor = cfg.actor_rollout_ref.actor

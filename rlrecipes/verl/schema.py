@@ -6,7 +6,7 @@ environment, which has no verl. Both ask this module: check.py for the suggestio
 Hydra's error, plan for the error itself, against a snapshot of the composed default config of each pinned
 verl (rlrecipes/verl/schema/verl-<version>.json). The snapshots are generated from the real verl by
 `make verl-schema` (scripts/verl_schema.py, which runs `python -m rlrecipes.verl.check --schema` in each
-version's interpreter) and never edited by hand; tests/test_verl_schema.py fails when one is stale.
+version's interpreter) and never edited by hand; tests/recipe/test_verl_schema.py fails when one is stale.
 
 The override rules are Hydra's (hydra/_internal/config_loader_impl.py `_apply_overrides_to_config` on a
 struct config, which is what verl's compose gives): `key=v` must name an existing key (a mapping value is

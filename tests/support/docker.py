@@ -171,3 +171,20 @@ def _stop(env: DockerEnv) -> None:
     if env.owns_daemon:
         subprocess.run(["bash", str(REPO / "scripts/ci/dockerd-stop.sh"), str(CACHE / "docker")],
                        capture_output=True, timeout=120)
+
+
+# The stand-in P40 image (Debian base, no CUDA) and the files a whole verl step holds in it.
+IMAGE = "rlrecipes/p40:standin"
+FILES = {"actor/model_world_size_1_rank_0.pt", "actor/optim_world_size_1_rank_0.pt",
+         "actor/extra_state_world_size_1_rank_0.pt", "actor/fsdp_config.json", "data.pt"}
+
+
+@pytest.fixture(scope="module")
+def p40_standin(docker_env):  # noqa: F811
+    docker_env.script("bash", "scripts/build-image.sh", "p40", "--standin", timeout=1500)
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def watchdog_image(docker_env):  # noqa: F811
+    docker_env.script("bash", "scripts/build-image.sh", "watchdog", timeout=900)

@@ -6,11 +6,11 @@ A runnable block is a fenced ```bash block right after a marker line naming the 
 
     <!-- gpu-host: a100 h200 -->
 
-Hosts: `a100` (4x A100 80GB), `p40` (1x Tesla P40 24GB), `h200` (1x H200). tests/test_gpu_host.py runs each
+Hosts: `a100` (4x A100 80GB), `p40` (1x Tesla P40 24GB), `h200` (1x H200). tests/launch/test_gpu_host.py runs each
 block on each host it names, in a fresh clone, and checks what would reach the GPU.
 
 A block for a Slurm login node is marked `<!-- slurm-cluster: HOST -->` instead (HOST: the inventory of each
-node); tests/test_gpu_host_slurm.py runs it against a real Slurm cluster on this machine (tests/support/slurm.py).
+node); tests/launch/test_gpu_host_slurm.py runs it against a real Slurm cluster on this machine (tests/support/slurm.py).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def run_option(argv: list[str], flag: str) -> list[str]:
 
 def tiny_model(where: Path, hub_id: str = "Qwen/Qwen2.5-0.5B-Instruct") -> Path:
     """What `rlrecipes model` leaves: config.json, weights, a tokenizer with a chat template, the marker."""
-    from tinytok import build_tokenizer
+    from support.tinytok import build_tokenizer
 
     where.mkdir(parents=True)
     build_tokenizer(where)

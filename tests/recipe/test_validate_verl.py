@@ -1,0 +1,206 @@
+"""Validation against the real verl each image pins (0.5.0 for P40 profiles, 0.8.0 for A100/H100 profiles,
+0.9.1 for the Hopper image's profiles), in the
+CPU environments `make envs` builds. These are the acceptance cases of the recipe engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlrecipes.cli import main
+from rlrecipes.recipe.load import list_recipes, load_recipe, resolve
+from rlrecipes.recipe.validate import validate_runs
+
+pytestmark = pytest.mark.verl
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def envs(verl_python):
+    verl_python("0.5.0")
+    verl_python("0.8.0")
+    verl_python("0.9.1")
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory, envs):
+    """verl 0.8 reads the critic's model config while validating: give it a real (tiny) model dir under
+    every directory name the shipped recipes use."""
+    from rlrecipes.smoke.assets import build_assets
+
+    out = tmp_path_factory.mktemp("assets")
+    assets = build_assets(out, log=lambda *_: None)
+    models = Path(assets["models_dir"])
+    for name in list_recipes():
+        target = models / load_recipe(name).model.dir_name
+        if not target.exists():
+            target.symlink_to(Path(assets["model_dir"]), target_is_directory=True)
+    return models
+
+
+CASES = {
+    "misspelled": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.actor.ppo_micro_batchsize_per_gpu=4"]),
+    "micro3": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"]),
+    "lora1024": ("qwen2.5-3b-gsm8k-grpo-lora", ["actor_rollout_ref.model.lora_rank=1024"]),
+    "batch15_a100": ("qwen2.5-3b-gsm8k-grpo-lora", ["data.train_batch_size=15"]),
+    "batch15_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["data.train_batch_size=15"]),
+    "hf_p40": ("qwen2.5-0.5b-gsm8k-ppo", ["actor_rollout_ref.rollout.name=hf"]),
+    "type_int": ("smoke-grpo-lora", ["trainer.log_val_generations=abc"]),  # a key rlrecipes.recipe.values leaves to verl
+    "type_bool": ("smoke-grpo-lora", ["trainer.val_before_train=1"]),
+    "add_existing": ("smoke-grpo-lora", ["+trainer.total_epochs=3"]),
+    "delete_missing": ("smoke-grpo-lora", ["~trainer.no_such_key"]),
+    # the Hopper image (verl 0.9.1)
+    "batch15_h200x2": ("qwen2.5-3b-gsm8k-grpo-lora", ["data.train_batch_size=15"], "h200-141gb-2gpu"),
+    "lora1024_h200": ("qwen2.5-3b-gsm8k-grpo-lora", ["actor_rollout_ref.model.lora_rank=1024"], "h200-141gb"),
+    "hf_hopper": ("smoke-grpo-lora", ["actor_rollout_ref.rollout.name=hf"], "any-1gpu-hopper"),
+    "misspelled_hopper": ("smoke-ppo", ["critic.ppo_micro_batchsize_per_gpu=2"], "any-1gpu-hopper"),
+}
+
+
+@pytest.fixture(scope="module")
+def case(envs):
+    """All single-run cases validated in one verl process per version (verl's import is the cost)."""
+    names = list(CASES)
+    results = validate_runs([resolve(CASES[n][0], overrides=CASES[n][1], profile=(CASES[n][2:] or [None])[0])
+                             for n in names])
+    return dict(zip(names, results))
+
+
+def test_every_shipped_recipe_on_every_profile_passes_real_verl(models_dir):
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    runs = [resolve(n, profile=p, env=env) for n in list_recipes() for p in load_recipe(n).profiles]
+    assert len(runs) >= 12
+    results = validate_runs(runs)
+    failures = [r.describe() for r in results if not r.ok]
+    assert failures == []
+    versions = {(r.run.name, r.run.profile.name): r.verl for r in results}
+    assert versions[("qwen2.5-0.5b-gsm8k-ppo", "p40-24gb")] == "0.5.0"
+    assert versions[("qwen2.5-3b-gsm8k-grpo-lora", "a100-80gb")] == "0.8.0"
+    for name, profile in (("qwen2.5-3b-gsm8k-grpo-lora", "h200-141gb"), ("qwen2.5-3b-gsm8k-grpo-lora", "h200-141gb-2gpu"),
+                          ("smoke-grpo-lora", "any-1gpu-hopper"), ("smoke-ppo", "any-1gpu-hopper")):
+        assert versions[(name, profile)] == "0.9.1"
+    by_key = {(r.run.name, r.run.profile.name): r for r in results}
+    composed = by_key[("qwen2.5-3b-gsm8k-grpo-lora", "a100-80gb")].config
+    assert composed["trainer"]["max_actor_ckpt_to_keep"] == 3
+    assert composed["actor_rollout_ref"]["model"]["lora_rank"] == 64
+    assert by_key[("qwen2.5-0.5b-gsm8k-ppo", "p40-24gb")].config["critic"]["model"]["fsdp_config"][
+        "model_dtype"] == "fp32"
+
+
+def test_save_total_limit_is_rejected_naming_the_real_key(envs, capsys):
+    code = main(["validate", "qwen2.5-3b-gsm8k-grpo-lora", "trainer.save_total_limit=3"])
+    out = capsys.readouterr().out
+    assert code == 2
+    assert "'trainer.save_total_limit' is not a key of verl's config" in out
+    assert "did you mean: trainer.max_actor_ckpt_to_keep" in out
+
+
+def test_misspelled_key_gets_nearest_names(case):
+    result = case["misspelled"]
+    assert not result.ok and result.kind == "unknown_key"
+    assert result.key == "actor_rollout_ref.actor.ppo_micro_batchsize_per_gpu"
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" in result.suggestions
+
+
+def test_indivisible_batch_fails_with_verls_own_message(case):
+    a100 = case["batch15_a100"]
+    assert not a100.ok
+    assert a100.message == ("AssertionError: real_train_batch_size (75) must be divisible by minimal possible "
+                            "batch size (4)")
+    # one GPU divides everything; 0.5.0's bare assert on the mini batch fires, shown with its line
+    p40 = case["batch15_p40"]
+    assert not p40.ok
+    assert "AssertionError at verl/trainer/ppo/ray_trainer.py" in p40.message
+    assert "train_batch_size >= config.actor_rollout_ref.actor.ppo_mini_batch_size" in p40.message
+
+
+def test_p40_worker_side_micro_batch_check(case):
+    result = case["micro3"]
+    assert not result.ok
+    assert "normalized ppo_mini_batch_size 64 should be divisible by ppo_micro_batch_size_per_gpu 3" in result.message
+
+
+def test_hf_rollout_accepted_on_p40_rejected_on_a100(case, capsys):
+    assert case["hf_p40"].ok and case["hf_p40"].verl == "0.5.0"
+    assert main(["validate", "qwen2.5-3b-gsm8k-grpo-lora", "--profile", "a100-80gb",
+                 "actor_rollout_ref.rollout.name=hf"]) == 2
+    out = capsys.readouterr().out
+    assert "Rollout hf with mode async not found" in out and "vllm (async)" in out
+
+
+def test_lora_rank_above_vllm_limit_is_rejected(case):
+    result = case["lora1024"]
+    assert not result.ok and "lora_rank must be less than or equal to 512" in result.message
+
+
+def test_render_writes_a_reproducible_run_dir(envs, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["render", "qwen2.5-0.5b-gsm8k-ppo", "--out", str(out), "trainer.total_epochs=3"]) == 0
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["trainer"]["total_epochs"] == 3 and config["actor_rollout_ref"]["rollout"]["name"] == "hf"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["cli_overrides"] == ["trainer.total_epochs=3"]
+    assert manifest["image"]["verl"] == "0.5.0"
+    assert len(manifest["recipe_sha256"]) == 64
+    assert "trainer.total_epochs=3" in (out / "train.sh").read_text()
+    assert (out / "train.sh").stat().st_mode & 0o111
+
+
+def test_render_refuses_an_invalid_run_and_writes_nothing(envs, tmp_path):
+    out = tmp_path / "run"
+    assert main(["render", "qwen2.5-0.5b-gsm8k-ppo", "--out", str(out), "trainer.save_total_limit=3"]) == 2
+    assert not out.exists()
+
+
+def test_python_dash_m_works(envs):
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "rlrecipes", "validate", "smoke-grpo-lora"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "OK    smoke-grpo-lora on any-1gpu (verl 0.5.0)" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("type_int", "'trainer.log_val_generations' must be an integer (verl's default is 0), got 'abc'"),
+        ("type_bool", "'trainer.val_before_train' must be a boolean"),
+        ("add_existing", "Could not append to config. An item is already at 'trainer.total_epochs'"),
+        ("delete_missing", "Could not delete from config. 'trainer.no_such_key' does not exist"),
+    ],
+)
+def test_wrong_types_and_bad_prefixes_are_named(case, name, message):
+    assert not case[name].ok
+    assert message in case[name].message
+
+
+def test_hopper_image_runs_verl_091_checks(case):
+    """verl 0.9.1's own checks fire on the Hopper profiles: batch divisibility over 2 GPUs, vLLM's LoRA rank
+    list, the rollout registry (no HF rollout after 0.5), unknown keys with the nearest names."""
+    assert {case[n].verl for n in ("batch15_h200x2", "lora1024_h200", "hf_hopper", "misspelled_hopper")} == {"0.9.1"}
+    assert case["batch15_h200x2"].message == ("AssertionError: real_train_batch_size (75) must be divisible by "
+                                              "minimal possible batch size (2)")
+    assert "lora_rank must be less than or equal to 512" in case["lora1024_h200"].message
+    assert "Rollout hf with mode async not found" in case["hf_hopper"].message
+    misspelled = case["misspelled_hopper"]
+    assert misspelled.kind == "unknown_key" and "critic.ppo_micro_batch_size_per_gpu" in misspelled.suggestions
+
+
+def test_hopper_profile_composes_the_091_config(models_dir):
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    (result,) = validate_runs([resolve("qwen2.5-3b-gsm8k-grpo-lora", profile="h200-141gb", env=env)])
+    assert result.ok and result.verl == "0.9.1"
+    model = result.config["actor_rollout_ref"]["model"]
+    # 0.9.1 reads the key without the underscore (0.5.0's `_attn_implementation` is ignored there)
+    assert model["override_config"] == {"attn_implementation": "sdpa"}
+    # padded, not verl's packed default: packing under SDPA attends across sequences (tests/recipe/test_packing.py)
+    assert model["lora_rank"] == 64 and model["use_remove_padding"] is False
+    rollout = result.config["actor_rollout_ref"]["rollout"]
+    assert (rollout["name"], rollout["mode"], rollout["gpu_memory_utilization"]) == ("vllm", "async", 0.6)
+    assert result.config["trainer"]["logger"] == ["console", "file"]
+    assert result.config["trainer"]["n_gpus_per_node"] == 1

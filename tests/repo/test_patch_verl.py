@@ -1,0 +1,831 @@
+"""scripts/patch_verl.py, the one engine for both images' anchored verl edits.
+
+p40 (verl 0.5.0, .venvs/verl-0.5.0 as installed from PyPI): every edit found and applied, idempotent, the
+patched modules compile and import on CPU without flash-attn, and any anchor mismatch fails naming file
+and edit with nothing written.
+
+hopper (verl 0.9.1, .venvs/verl-0.9.1, no flash-attn, no vLLM, CPU): critic-attn -- the released
+`load_valuehead_model` cannot load a critic without flash-attn even when the config asks for SDPA
+(verl #5210); the patched copy loads it with SDPA. rollout-skip-detokenize (verl PR #7679) -- the block
+inserted into the real `vLLMHttpServer.generate`, run on its own, turns vLLM's detokenization off unless
+string stop/bad_words need it or the caller chose. Both edits are idempotent, --check tells patched from
+unpatched, and a changed function fails with MISMATCH and writes no file at all, not even the one whose
+edit would apply."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "patch_verl.py"
+
+# The script imported as a module of the scripts/ namespace package (the repository root is on
+# sys.path): the name under which mutation testing (make mutation) sees it too.
+patch = importlib.import_module("scripts.patch_verl")
+assert Path(patch.__file__).resolve() == SCRIPT.resolve()
+
+P40 = patch.IMAGES["p40"].edits
+HOPPER = patch.IMAGES["hopper"].edits
+
+
+def run_patch(image: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "--image", image, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def run_main(capsys, image: str, *args: str) -> subprocess.CompletedProcess:
+    """The script's main() in this process (what mutation testing sees), as `run_patch` reports a program."""
+    code = patch.main(["--image", image, *args])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess([str(SCRIPT), "--image", image, *args], code, out.out, out.err)
+
+
+def states(result: subprocess.CompletedProcess, edits: tuple = HOPPER) -> dict[str, str]:
+    """edit name -> the status its line printed (one line per edit, in table order, between the header
+    line and the summary)."""
+    lines = [line for line in result.stdout.splitlines()
+             if line.split(" ", 1)[0] in (patch.PATCHED, patch.ALREADY, patch.UNPATCHED, patch.MISMATCH)]
+    assert len(lines) == len(edits), result.stdout + result.stderr
+    out = {}
+    for edit, line in zip(edits, lines):
+        status, path, name = line.split()[:3]
+        assert name == edit.name and path.endswith(edit.file), line
+        out[name] = status
+    return out
+
+
+def test_every_edit_is_recognisable_after_patching():
+    for table in patch.IMAGES.values():
+        names = [e.name for e in table.edits]
+        assert len(names) == len(set(names))
+        for edit in table.edits:
+            # a marker found in another edit's text of the same file would count as a trace of this one
+            for other in table.edits:
+                if other is not edit and other.file == edit.file:
+                    assert edit.marker not in other.replacement + other.anchor, (edit.name, other.name)
+
+
+def test_image_is_required_and_chosen_from_the_tables(tmp_path, capsys):
+    for argv in ([], ["--image", "a100"]):
+        with pytest.raises(SystemExit) as exit_:
+            patch.main(argv + ["--verl-root", str(tmp_path)])
+        assert exit_.value.code == 2
+    assert "--image" in capsys.readouterr().err
+
+
+def test_a_file_as_verl_root_is_exit_2_and_nothing_else(tmp_path, capsys):
+    f = tmp_path / "verl"
+    f.write_text("")
+    for image in sorted(patch.IMAGES):
+        result = run_main(capsys, image, "--verl-root", str(f))
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == f"patch_verl: error: {f}: not a verl package directory (no version/version file)\n"
+
+
+# === p40: verl 0.5.0 ===============================================================================
+
+SITE_FILES = sorted({s.file for s in P40})
+SITE_MODULES = [
+    "verl.utils.model",
+    "verl.workers.actor.dp_actor",
+    "verl.workers.critic.dp_critic",
+    "verl.workers.engine.fsdp.engine_impl",
+    "verl.workers.rollout.hf_rollout",
+    "verl.workers.fsdp_workers",
+]
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def site_lines(result: subprocess.CompletedProcess) -> dict[str, str]:
+    """{edit name: state} from the p40 run's per-edit report lines."""
+    return states(result, P40)
+
+
+@pytest.fixture(scope="session")
+def installed_verl_050(verl_python) -> Path:
+    python = verl_python("0.5.0")
+    out = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(next(iter(u.find_spec('verl').submodule_search_locations)))"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )
+    root = Path(out.stdout.strip())
+    assert (root / "version" / "version").read_text().strip() == "0.5.0"
+    return root
+
+
+@pytest.fixture
+def verl_copy(installed_verl_050, tmp_path) -> Path:
+    """A pristine copy of the installed verl 0.5.0 package: tmp_path/site/verl."""
+    dest = tmp_path / "site" / "verl"
+    shutil.copytree(installed_verl_050, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+# --- pure logic, no verl needed ------------------------------------------------------------------
+
+SITE = patch.Edit("demo", "f.py", "x = bf16\n", "# rlrecipes-p40\nx = fp32\n", "# rlrecipes-p40", "why")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a\nx = bf16\nb\n", patch.UNPATCHED),
+        ("a\n# rlrecipes-p40\nx = fp32\nb\n", patch.ALREADY),
+        ("a\nx = fp16\nb\n", patch.MISMATCH),  # the line changed upstream
+        ("x = bf16\nx = bf16\n", patch.MISMATCH),  # anchor ambiguous
+        ("x = bf16\n# rlrecipes-p40\nx = fp32\n", patch.MISMATCH),  # half-patched twice
+        ("", patch.MISMATCH),
+    ],
+)
+def test_site_state(text, expected):
+    new, state, detail = patch.apply(text, SITE)
+    assert state == expected
+    assert (new != text) == (expected == patch.UNPATCHED)
+    # only a mismatch explains itself (the report prints the detail after the edit's name)
+    assert (detail == "") == (expected != patch.MISMATCH)
+    if expected == patch.MISMATCH:
+        assert detail.startswith(f"found anchor {text.count(SITE.anchor)}, replacement ")
+
+
+def test_p40_edits_replace_their_anchor_outright():
+    for site in P40:
+        # a patched p40 file keeps none of the released lines it edited (the flash_attention_2 and bf16 ones)
+        assert site.anchor not in site.replacement, site.name
+        assert patch.P40_MARK in site.replacement, site.name
+
+
+@pytest.mark.parametrize("image, version_text, expected", [
+    ("p40", "0.6.1\n", "verl 0.6.1 found; the p40 edits are for verl 0.5.0 only"),
+    ("p40", None, "no version/version file"),
+    ("hopper", "0.5.0\n", "verl 0.5.0 found; the hopper edits are for verl 0.9.1 only"),
+])
+def test_refuses_other_verl_versions(tmp_path, image, version_text, expected):
+    root = tmp_path / "verl"
+    (root / "version").mkdir(parents=True)
+    if version_text is not None:
+        (root / "version" / "version").write_text(version_text)
+    result = run_patch(image, "--verl-root", str(root))
+    assert result.returncode == 2 and result.stdout == ""
+    assert expected in result.stderr
+
+
+# --- against the real verl 0.5.0 package -----------------------------------------------------------
+
+@pytest.mark.verl
+def test_check_on_pristine_reports_every_site_unpatched_and_writes_nothing(verl_copy):
+    before = tree_digest(verl_copy)
+    result = run_patch("p40", "--verl-root", str(verl_copy), "--check")
+    assert result.returncode == 1
+    assert site_lines(result) == {s.name: "UNPATCHED" for s in P40}
+    assert tree_digest(verl_copy) == before
+
+
+@pytest.mark.verl
+def test_patch_changes_every_site_then_nothing(verl_copy):
+    before = tree_digest(verl_copy)
+    first = run_patch("p40", "--verl-root", str(verl_copy))
+    assert first.returncode == 0, first.stderr
+    assert site_lines(first) == {s.name: "PATCHED" for s in P40}
+
+    after = tree_digest(verl_copy)
+    changed = sorted(k for k in before if before[k] != after[k])
+    assert changed == SITE_FILES
+    for site in P40:
+        text = (verl_copy / site.file).read_text()
+        assert text.count(site.replacement) == 1 and site.anchor not in text, site.name
+    assert 'attn_implementation="flash_attention_2"' not in (verl_copy / "utils/model.py").read_text()
+    assert '"num_return_sequences": self.config.n' not in (verl_copy / "workers/rollout/hf_rollout.py").read_text()
+
+    second = run_patch("p40", "--verl-root", str(verl_copy))
+    assert second.returncode == 0, second.stderr
+    assert site_lines(second) == {s.name: "ALREADY" for s in P40}
+    assert "0 edit(s) patched in 0 file(s); 12 already patched" in second.stdout
+    assert tree_digest(verl_copy) == after
+
+    check = run_patch("p40", "--verl-root", str(verl_copy), "--check")
+    assert check.returncode == 0 and f"all {len(P40)} edits applied" in check.stdout
+
+
+@pytest.mark.verl
+def test_patched_files_compile_and_import_on_cpu_without_flash_attn(verl_copy, run_in_verl):
+    pristine_site = str(verl_copy.parent)
+    patched_root = verl_copy.parent.parent / "patched" / "verl"
+    shutil.copytree(verl_copy, patched_root)
+    assert run_patch("p40", "--verl-root", str(patched_root)).returncode == 0
+    files = [str(patched_root / f) for f in SITE_FILES]
+    # torch.cuda.is_available is forced True so that verl takes its CUDA import branch (the one that
+    # imports flash_attn at module level) on this CPU-only machine.
+    code = f"""
+import importlib, importlib.util, py_compile, sys
+sys.path.insert(0, sys.argv[1])
+for f in {files!r}:
+    py_compile.compile(f, doraise=True)
+assert importlib.util.find_spec("flash_attn") is None, "flash_attn must be absent for this test"
+import torch
+torch.cuda.is_available = lambda: True
+for name in {SITE_MODULES!r}:
+    mod = importlib.import_module(name)
+    assert mod.__file__.startswith(sys.argv[1]), mod.__file__
+print("IMPORTED", len({SITE_MODULES!r}))
+"""
+    patched = run_in_verl("0.5.0", code.replace("sys.argv[1]", repr(str(patched_root.parent))))
+    assert patched.returncode == 0, patched.stderr[-3000:]
+    assert f"IMPORTED {len(SITE_MODULES)}" in patched.stdout
+
+    # The same import of the unpatched package fails at the first site the P40 stack hits.
+    pristine = run_in_verl("0.5.0", code.replace("sys.argv[1]", repr(pristine_site)).replace(repr(files), "[]"))
+    assert pristine.returncode != 0
+    assert "No module named 'flash_attn'" in pristine.stderr
+    assert "workers/actor/dp_actor.py" in pristine.stderr
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_patched_valuehead_loader_uses_the_configured_attention(verl_copy, run_in_verl, tmp_path, attn):
+    assert run_patch("p40", "--verl-root", str(verl_copy)).returncode == 0
+    code = f"""
+import sys
+sys.path.insert(0, {str(verl_copy.parent)!r})
+import torch
+from transformers import AutoConfig, Qwen2Config, Qwen2ForCausalLM
+cfg = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                  num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+Qwen2ForCausalLM(cfg).save_pretrained({str(tmp_path / "m")!r})
+from verl.utils.model import load_valuehead_model
+config = AutoConfig.from_pretrained({str(tmp_path / "m")!r}, attn_implementation={attn!r})
+config.num_labels = 1
+model = load_valuehead_model({str(tmp_path / "m")!r}, torch.float32, config, False)
+print("ATTN", type(model).__name__, model.config._attn_implementation)
+"""
+    result = run_in_verl("0.5.0", code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"ATTN Qwen2ForTokenClassification {attn}" in result.stdout
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize(
+    "rel, old, new, site_name",
+    [
+        # a changed line (upstream edited the autocast)
+        ("workers/rollout/hf_rollout.py", "device_type=get_device_name(), dtype=torch.bfloat16)",
+         "device_type=get_device_name(), dtype=torch.float16)", "rollout-bf16-autocast"),
+        # an ambiguous anchor (matched twice)
+        ("workers/rollout/hf_rollout.py", '"num_return_sequences": self.config.n,\n',
+         '"num_return_sequences": self.config.n,\n                "num_return_sequences": self.config.n,\n',
+         "rollout-num-return-sequences"),
+        # a moved import
+        ("workers/critic/dp_critic.py", "    from flash_attn.bert_padding import",
+         "    from flash_attn.bert_padding  import", "critic-flash-attn-import"),
+    ],
+)
+def test_mismatch_fails_naming_file_and_site_and_writes_nothing(verl_copy, rel, old, new, site_name):
+    target = verl_copy / rel
+    text = target.read_text()
+    assert text.count(old) == 1
+    target.write_text(text.replace(old, new))
+    before = tree_digest(verl_copy)
+
+    result = run_patch("p40", "--verl-root", str(verl_copy))
+    assert result.returncode == 1
+    assert f"{rel} [{site_name}]" in result.stderr
+    assert site_lines(result)[site_name] == "MISMATCH"
+    assert "nothing written" in result.stderr
+    # no other site was written either, even those in other files that did match
+    assert tree_digest(verl_copy) == before
+
+
+@pytest.mark.verl
+def test_missing_site_file_is_a_mismatch(verl_copy):
+    (verl_copy / "workers/engine/fsdp/engine_impl.py").unlink()
+    before = tree_digest(verl_copy)
+    result = run_patch("p40", "--verl-root", str(verl_copy))
+    assert result.returncode == 1
+    assert "workers/engine/fsdp/engine_impl.py [engine-flash-attn-import]: file not found" in result.stderr
+    assert tree_digest(verl_copy) == before
+
+
+@pytest.mark.verl
+def test_skip_leaves_one_site_and_a_later_run_patches_only_it(verl_copy):
+    first = run_patch("p40", "--verl-root", str(verl_copy), "--skip", "critic-attn-implementation")
+    assert first.returncode == 0, first.stderr
+    found = site_lines(first)
+    assert found.pop("critic-attn-implementation") == "UNPATCHED"
+    assert set(found.values()) == {"PATCHED"}
+    assert "left unpatched on request: critic-attn-implementation" in first.stdout
+    text = (verl_copy / "workers/fsdp_workers.py").read_text()
+    assert 'attn_implementation="flash_attention_2",\n            trust_remote_code=config.model' in text
+
+    assert run_patch("p40", "--verl-root", str(verl_copy), "--check").returncode == 1
+    second = run_patch("p40", "--verl-root", str(verl_copy))
+    found = site_lines(second)
+    assert found.pop("critic-attn-implementation") == "PATCHED"
+    assert set(found.values()) == {"ALREADY"}
+    assert "1 edit(s) patched in 1 file(s); 11 already patched" in second.stdout
+
+
+@pytest.mark.parametrize("image", ["p40", "hopper"])
+def test_skip_rejects_unknown_site_names(tmp_path, image):
+    result = run_patch(image, "--verl-root", str(tmp_path), "--skip", "no-such-site")
+    assert result.returncode == 2 and "no-such-site" in result.stderr
+
+
+# Where verl 0.5.0 hard-codes a bf16 autocast on the P40 path (read from verl 0.5.0's source, not
+# from the patch's own table): file -> the functions that hold one.
+AUTOCAST_SITES = {
+    "workers/actor/dp_actor.py": ["_forward_micro_batch"],
+    "workers/critic/dp_critic.py": ["_forward_micro_batch"],
+    "workers/rollout/hf_rollout.py": ["_generate_minibatch"],
+    "workers/fsdp_workers.py": ["_forward_micro_batch"],
+}
+AUTOCAST_PROBE = r"""
+import ast, contextlib, importlib, json, sys, types
+root, files = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, root)
+import torch
+out = []
+for rel in files:
+    module = importlib.import_module("verl." + rel[:-3].replace("/", "."))
+    assert module.__file__.startswith(root), module.__file__
+    source = open(module.__file__).read()
+    tree = ast.parse(source)
+    for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for node in ast.walk(func):
+            if not isinstance(node, ast.With):
+                continue
+            for item in node.items:
+                call = item.context_expr
+                if not (isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "autocast"):
+                    continue
+                # The context expression exactly as verl wrote it, evaluated in the module's own
+                # namespace with the device names the call sites use resolving to the CPU.
+                expr = ast.get_source_segment(source, call)
+                scope = {"self": types.SimpleNamespace(device_name="cpu"), "device_name": "cpu"}
+                namespace = dict(vars(module), get_device_name=lambda: "cpu")
+                a = torch.randn(8, 8, dtype=torch.float32)
+                with eval(expr, namespace, scope):
+                    enabled = torch.is_autocast_enabled("cpu")
+                    dtype = str(torch.nn.functional.linear(a, a).dtype)
+                out.append([rel, func.name, node.lineno, enabled, dtype])
+print("PROBE" + json.dumps(out))
+"""
+
+
+def _autocast_probe(run_in_verl, root: Path) -> dict[tuple[str, str], tuple[bool, str]]:
+    proc = run_in_verl("0.5.0", AUTOCAST_PROBE.replace("sys.argv[1], json.loads(sys.argv[2])",
+                                                      f"{str(root)!r}, {sorted(AUTOCAST_SITES)!r}"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.split("PROBE", 1)[1])
+    return {(rel, func): (enabled, dtype) for rel, func, _line, enabled, dtype in rows}
+
+
+@pytest.mark.verl
+def test_patched_autocast_sites_compute_in_fp32(verl_copy, run_in_verl):
+    """Functional: each bf16 autocast on the P40 path, taken from the patched verl source and entered
+    on the CPU, leaves autocast off and a matmul inside it in float32. Unpatched, the same probe
+    sees bf16 -- so a site patched to `enabled=True` (or not at all) fails here."""
+    expected = {(rel, func) for rel, funcs in AUTOCAST_SITES.items() for func in funcs}
+    pristine = _autocast_probe(run_in_verl, verl_copy.parent)
+    assert set(pristine) == expected
+    assert all(value == (True, "torch.bfloat16") for value in pristine.values()), pristine
+
+    assert run_patch("p40", "--verl-root", str(verl_copy)).returncode == 0
+    patched = _autocast_probe(run_in_verl, verl_copy.parent)
+    assert set(patched) == expected
+    assert all(value == (False, "torch.float32") for value in patched.values()), patched
+
+
+# === hopper: verl 0.9.1 ============================================================================
+
+MODEL = Path("utils") / "model.py"
+SERVER = Path("workers") / "rollout" / "vllm_rollout" / "vllm_async_server.py"
+VERSION = Path("version") / "version"
+MARKER = ('        if not sampling_params.get("stop") and not sampling_params.get("bad_words"):'
+          "  # rlrecipes: verl PR #7679\n")
+
+EDITS = {edit.name: edit for edit in HOPPER}
+
+LOAD = r"""
+import importlib.util, sys, tempfile, torch
+from transformers import AutoConfig, Qwen2Config, Qwen2ForCausalLM
+path = tempfile.mkdtemp()
+Qwen2ForCausalLM(Qwen2Config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=1)).save_pretrained(path)
+spec = importlib.util.spec_from_file_location("model_under_test", sys.argv[1])
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+config = AutoConfig.from_pretrained(path, attn_implementation="sdpa")  # what verl builds from override_config
+config.num_labels = 1
+try:
+    model = mod.load_valuehead_model(path, torch.float32, config, False)
+    print("LOADED", type(model).__name__, model.config._attn_implementation)
+except Exception as exc:
+    print("FAILED", type(exc).__name__, str(exc).splitlines()[0][:120])
+"""
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return run_patch("hopper", *args)
+
+
+@pytest.fixture
+def verl_091_copy(tmp_path, verl_python) -> Path:
+    python = verl_python("0.9.1")
+    out = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('verl').submodule_search_locations[0])"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    root = tmp_path / "verl"
+    for rel in (MODEL, SERVER, VERSION):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(out.stdout.strip()) / rel, root / rel)
+    return root
+
+
+@pytest.mark.verl
+def test_patch_makes_the_critic_load_with_sdpa(verl_091_copy, verl_python):
+    model_py = verl_091_copy / MODEL
+    load = [str(verl_python("0.9.1")), "-c", LOAD, str(model_py)]
+    before = subprocess.run(load, capture_output=True, text=True, timeout=300)
+    assert before.stdout.startswith("FAILED"), before.stdout + before.stderr[-2000:]
+
+    check = run("--verl-root", str(verl_091_copy), "--check")
+    assert check.returncode == 1 and states(check)["critic-attn"] == "UNPATCHED"
+    first = run("--verl-root", str(verl_091_copy))
+    assert first.returncode == 0 and set(states(first).values()) == {"PATCHED"}
+    second = run("--verl-root", str(verl_091_copy))
+    assert second.returncode == 0 and set(states(second).values()) == {"ALREADY"}
+    assert run("--verl-root", str(verl_091_copy), "--check").returncode == 0
+
+    after = subprocess.run(load, capture_output=True, text=True, timeout=300)
+    assert after.stdout.split() == ["LOADED", "Qwen2ForTokenClassification", "sdpa"], after.stdout + after.stderr[-2000:]
+
+
+def generate_of(tree: ast.Module) -> ast.AsyncFunctionDef:
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "vLLMHttpServer"]
+    (gen,) = [n for n in cls.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "generate"]
+    return gen
+
+
+def sampling_params_assignment(gen: ast.AsyncFunctionDef) -> int:
+    """Index in generate's body of `sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)`."""
+    (index,) = [i for i, node in enumerate(gen.body)
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "SamplingParams"
+                and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["sampling_params"]]
+    return index
+
+
+@pytest.mark.verl
+def test_detokenize_edit_on_the_real_generate(verl_091_copy):
+    server = verl_091_copy / SERVER
+    original = server.read_text()
+    gen = generate_of(ast.parse(original))
+    assert "detokenize" not in ast.get_source_segment(original, gen)  # released verl 0.9.1: vLLM detokenizes
+
+    check = run("--verl-root", str(verl_091_copy), "--check")
+    assert check.returncode == 1 and states(check)["rollout-skip-detokenize"] == "UNPATCHED"
+    first = run("--verl-root", str(verl_091_copy))
+    assert first.returncode == 0 and states(first)["rollout-skip-detokenize"] == "PATCHED"
+    patched = server.read_text()
+    again = run("--verl-root", str(verl_091_copy))
+    assert again.returncode == 0 and states(again)["rollout-skip-detokenize"] == "ALREADY"
+    assert server.read_text() == patched
+    assert run("--verl-root", str(verl_091_copy), "--check").returncode == 0
+
+    # Exactly two lines were inserted, right before the SamplingParams(...) line, and nothing else changed.
+    old, new = original.splitlines(keepends=True), patched.splitlines(keepends=True)
+    at = old.index("        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)\n")
+    assert new == old[:at] + [MARKER, '            sampling_params.setdefault("detokenize", False)\n'] + old[at:]
+
+    # The patched module parses; the inserted `if` is a statement of generate's own body, right before the
+    # SamplingParams assignment; run on its own it decides `detokenize` as verl PR #7679 does.
+    tree = ast.parse(patched)
+    gen = generate_of(tree)
+    index = sampling_params_assignment(gen)
+    block = gen.body[index - 1]
+    assert isinstance(block, ast.If) and block.lineno == at + 1 and gen.body[index].lineno == at + 3
+    code = compile(ast.Module(body=[block], type_ignores=[]), str(server), "exec")
+
+    def decide(params: dict) -> dict:
+        scope = {"sampling_params": dict(params)}
+        exec(code, scope)  # noqa: S102 -- the two inserted lines of the real, patched file
+        return scope["sampling_params"]
+
+    assert decide({}) == {"detokenize": False}
+    assert decide({"temperature": 1.0, "logprobs": 0, "stop_token_ids": [2]}) == {
+        "temperature": 1.0, "logprobs": 0, "stop_token_ids": [2], "detokenize": False}
+    assert decide({"stop": []}) == {"stop": [], "detokenize": False}  # no stop string, nothing to match
+    assert decide({"stop": ["</answer>"]}) == {"stop": ["</answer>"]}
+    assert decide({"stop": "</answer>"}) == {"stop": "</answer>"}
+    assert decide({"bad_words": ["x"]}) == {"bad_words": ["x"]}
+    assert decide({"detokenize": True}) == {"detokenize": True}
+
+
+# A stand-in for the two verl files: the real anchors in functions shaped like verl 0.9.1's.
+FAKE_MODEL = '''\
+import torch
+
+
+def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):
+    try:
+        return f(
+            attn_implementation="flash_attention_2",
+        )
+    except ValueError:
+        return g(
+        attn_implementation="flash_attention_2",
+        )
+
+
+def other():
+    return h(attn_implementation="flash_attention_2",
+)
+'''
+
+FAKE_SERVER = '''\
+class vLLMHttpServer:
+    def __init__(self):
+        self.config = {}
+
+    async def generate(
+        self,
+        sampling_params,
+    ):
+        max_tokens = 1
+        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)
+        return sampling_params
+
+    async def wake_up(self):
+        pass
+'''
+SAMPLING_LINE = "        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)\n"
+
+
+def fake_root(tmp_path, model: str = FAKE_MODEL, server: str = FAKE_SERVER) -> Path:
+    root = tmp_path / "verl"
+    for rel, text in ((MODEL, model), (SERVER, server), (VERSION, "0.9.1\n")):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_the_stand_in_files_patch(tmp_path):
+    root = fake_root(tmp_path)
+    result = run("--verl-root", str(root))
+    assert result.returncode == 0 and set(states(result).values()) == {"PATCHED"}, result.stdout
+    model = (root / MODEL).read_text()
+    assert model.count("# rlrecipes: verl #5210") == 2 and 'h(attn_implementation="flash_attention_2",' in model
+    server = (root / SERVER).read_text()
+    assert MARKER + '            sampling_params.setdefault("detokenize", False)\n' + SAMPLING_LINE in server
+    ast.parse(server)
+
+
+@pytest.mark.parametrize("broken", ["generate", "critic"])
+def test_one_mismatch_writes_neither_file(tmp_path, capsys, broken):
+    model, server = FAKE_MODEL, FAKE_SERVER
+    if broken == "generate":  # a changed SamplingParams(...) call: the anchor is gone
+        server = server.replace(SAMPLING_LINE, SAMPLING_LINE.replace("max_tokens,", "max_tokens, n=1,"))
+    else:  # one of the two critic sites is gone
+        model = model.replace('            attn_implementation="flash_attention_2",\n', "")
+    root = fake_root(tmp_path, model, server)
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    want = {"critic-attn": "MISMATCH" if broken == "critic" else "UNPATCHED",
+            "rollout-skip-detokenize": "MISMATCH" if broken == "generate" else "UNPATCHED"}
+    assert result.returncode == 1 and states(result) == want, result.stdout
+    assert "nothing written" in result.stderr
+    assert (root / MODEL).read_text() == model and (root / SERVER).read_text() == server
+    assert sorted(p.name for p in root.rglob(".patch-*")) == []
+    assert run_main(capsys, "hopper", "--verl-root", str(root), "--check").returncode == 1
+
+
+@pytest.mark.parametrize(("server", "state"), [
+    (FAKE_SERVER, "UNPATCHED"),
+    # the line in another method only
+    (FAKE_SERVER.replace(SAMPLING_LINE, "").replace("        pass\n", SAMPLING_LINE), "MISMATCH"),
+    # generate in another class
+    (FAKE_SERVER.replace("class vLLMHttpServer:", "class SGLangHttpServer:"), "MISMATCH"),
+    # generate twice
+    (FAKE_SERVER + FAKE_SERVER.replace("class vLLMHttpServer:\n", ""), "MISMATCH"),
+    # the line twice in generate
+    (FAKE_SERVER.replace(SAMPLING_LINE, SAMPLING_LINE * 2), "MISMATCH"),
+    # the line nested deeper (another indentation) is not the anchor
+    (FAKE_SERVER.replace(SAMPLING_LINE, "        if True:\n    " + SAMPLING_LINE), "MISMATCH"),
+    # patched before
+    (FAKE_SERVER.replace(SAMPLING_LINE, MARKER + '            sampling_params.setdefault("detokenize", False)\n'
+                         + SAMPLING_LINE), "ALREADY"),
+    # the marker, but not right before the line
+    (FAKE_SERVER.replace(SAMPLING_LINE, MARKER + '            sampling_params.setdefault("detokenize", False)\n'
+                         + "        max_tokens = 2\n" + SAMPLING_LINE), "MISMATCH"),
+])
+def test_detokenize_anchor_is_the_line_in_vllm_http_server_generate(server, state):
+    new, got, _ = patch.apply(server, EDITS["rollout-skip-detokenize"])
+    assert got == state
+    if state == "UNPATCHED":
+        ast.parse(new)
+        assert patch.apply(new, EDITS["rollout-skip-detokenize"])[1] == "ALREADY"
+    else:
+        assert new == server
+
+
+def test_changed_function_is_a_mismatch_and_nothing_is_written(tmp_path, capsys):
+    text = ("def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):\n"
+            '    return f(attn_implementation="flash_attention_2",\n)\n')
+    root = fake_root(tmp_path, model=text)
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert result.returncode == 1 and states(result)["critic-attn"] == "MISMATCH"
+    assert (root / MODEL).read_text() == text and (root / SERVER).read_text() == FAKE_SERVER
+
+
+# In-process runs of main() and apply() (test_the_stand_in_files_patch and the verl-marked tests run the script
+# as a program): the status lines' details, the critic edit's ALREADY state and the scope rules.
+def test_main_in_process_patches_then_reports_already_with_bare_status_lines(tmp_path, capsys):
+    root = fake_root(tmp_path)
+    first = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert first.returncode == 0 and first.stdout.splitlines() == [
+        f"verl 0.9.1 at {root} (hopper edits)",
+        f"PATCHED {root / MODEL} critic-attn (verl #5210)",
+        f"PATCHED {root / SERVER} rollout-skip-detokenize (verl PR #7679)",
+        "2 edit(s) patched in 2 file(s); 0 already patched",
+    ] and first.stderr == ""
+    patched = {rel: (root / rel).read_text() for rel in (MODEL, SERVER)}
+    again = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert again.returncode == 0 and set(states(again).values()) == {"ALREADY"}
+    assert run_main(capsys, "hopper", "--verl-root", str(root), "--check").returncode == 0
+    assert {rel: (root / rel).read_text() for rel in (MODEL, SERVER)} == patched
+
+
+def test_mismatch_details_name_the_counts_and_the_expected_sites(tmp_path, capsys):
+    model = FAKE_MODEL.replace('            attn_implementation="flash_attention_2",\n', "")  # one site of two left
+    server = FAKE_SERVER.replace("class vLLMHttpServer:", "class SGLangHttpServer:")
+    root = fake_root(tmp_path, model, server)
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    critic = ("found anchor 1, replacement 0, marker 0 times in "
+              "'def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):' "
+              "(expected 2 sites)")
+    generate = "class vLLMHttpServer: 'async def generate(' not found exactly once"
+    assert result.returncode == 1 and result.stdout.splitlines() == [
+        f"verl 0.9.1 at {root} (hopper edits)",
+        f"MISMATCH {root / MODEL} critic-attn (verl #5210): {critic}",
+        f"MISMATCH {root / SERVER} rollout-skip-detokenize (verl PR #7679): {generate}",
+    ]
+    assert result.stderr.splitlines() == [
+        "patch_verl: 2 edit(s) do not match verl 0.9.1 as released; nothing written:",
+        f"  {MODEL.as_posix()} [critic-attn]: {critic}",
+        f"  {SERVER.as_posix()} [rollout-skip-detokenize]: {generate}",
+    ]
+    assert (root / MODEL).read_text() == model and (root / SERVER).read_text() == server
+
+
+def test_mismatch_detail_of_a_one_site_edit_is_singular():
+    server = FAKE_SERVER.replace(SAMPLING_LINE, SAMPLING_LINE * 2)
+    new, state, detail = patch.apply(server, EDITS["rollout-skip-detokenize"])
+    assert (new, state) == (server, "MISMATCH")
+    assert detail == "found anchor 2, replacement 0, marker 0 times in 'async def generate(' (expected 1 site)"
+
+
+def test_module_level_function_at_the_very_start_of_the_file_and_its_already_state():
+    text = FAKE_MODEL.replace("import torch\n\n\n", "")
+    assert text.startswith("def load_valuehead_model(")
+    new, state, detail = patch.apply(text, EDITS["critic-attn"])
+    assert (state, detail) == ("UNPATCHED", "") and new.count("# rlrecipes: verl #5210") == 2
+    assert patch.apply(new, EDITS["critic-attn"]) == (new, "ALREADY", "")
+
+
+def test_the_method_is_looked_up_inside_its_class_only():
+    # the same `async def generate(` line in another class after it: only vLLMHttpServer's is edited
+    other = FAKE_SERVER.replace("class vLLMHttpServer:", "class SGLangHttpServer:")
+    text = FAKE_SERVER + "\n\n" + other
+    new, state, _ = patch.apply(text, EDITS["rollout-skip-detokenize"])
+    assert state == "UNPATCHED"
+    assert new.count("# rlrecipes: verl PR #7679") == 1 and new.endswith(other)
+    assert new.index("# rlrecipes: verl PR #7679") < new.index("class SGLangHttpServer:")
+
+
+@pytest.mark.parametrize(("anchors", "done", "state"), [
+    (2, 0, "UNPATCHED"),
+    (0, 2, "ALREADY"),
+    (1, 0, "MISMATCH"),  # a site gone
+    (3, 0, "MISMATCH"),  # a site more
+    (1, 1, "MISMATCH"),  # half patched
+    (2, 1, "MISMATCH"),  # patched and an anchor still there
+    (0, 1, "MISMATCH"),
+    (0, 3, "MISMATCH"),
+])
+def test_state_of_counts_anchor_and_replacement_sites(anchors, done, state):
+    edit = EDITS["critic-attn"]  # 2 sites; its replacement does not contain its anchor
+    body = edit.function + "".join(f"    x = f({edit.anchor}    )\n" for _ in range(anchors)) + \
+        "".join(f"    y = g({edit.replacement}    )\n" for _ in range(done))
+    assert patch.state_of(body, edit) == state
+
+
+def test_state_of_a_stray_marker_is_a_mismatch():
+    edit = EDITS["critic-attn"]
+    body = edit.function + f"    x = f({edit.anchor}    )\n" * 2 + f"    pass  {edit.marker}\n"
+    assert patch.state_of(body, edit) == "MISMATCH"
+
+
+@pytest.mark.parametrize(("replacement", "sites", "ok"), [
+    ("x  # rlrecipes: verl #1\n", 1, True),
+    ("x  # rlrecipes: verl #1\n", 3, True),
+    ("x  # rlrecipes: verl #1\n", 0, False),
+    ("x  # verl #1\n", 1, False),  # no marker: a patched site could not be told from a changed one
+])
+def test_an_edit_must_carry_its_marker_at_one_site_or_more(replacement, sites, ok):
+    def make():
+        return patch.Edit(name="e", file="f.py", function="def f():\n", anchor="y\n", replacement=replacement,
+                          marker="# rlrecipes: verl #1", why="verl #1", sites=sites)
+    if ok:
+        assert make().marker == "# rlrecipes: verl #1"
+    else:
+        with pytest.raises(ValueError, match=r"edit e: its replacement must carry '# rlrecipes: verl #1', at >= 1 site"):
+            make()
+
+
+def test_a_module_level_function_not_found_is_named_without_a_class(tmp_path):
+    text = FAKE_MODEL.replace("def load_valuehead_model(", "def load_value_head_model(")
+    assert patch.apply(text, EDITS["critic-attn"]) == (
+        text, "MISMATCH",
+        "'def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):' not found exactly once")
+
+
+def test_check_in_process_writes_nothing_and_says_unpatched(tmp_path, capsys):
+    root = fake_root(tmp_path)
+    check = run_main(capsys, "hopper", "--verl-root", str(root), "--check")
+    assert check.returncode == 1 and set(states(check).values()) == {"UNPATCHED"}
+    assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == FAKE_SERVER
+
+
+def test_a_missing_verl_in_process_is_exit_2_naming_the_directory(tmp_path, capsys):
+    result = run_main(capsys, "hopper", "--verl-root", str(tmp_path / "nowhere"))
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.startswith("patch_verl: error: ")
+    assert f"{tmp_path / 'nowhere'}: not a verl package directory" in result.stderr
+    for image in sorted(patch.IMAGES):  # not the importable verl: an unset variable is an error
+        empty = run_main(capsys, image, "--verl-root", "")
+        assert (empty.returncode, empty.stdout, empty.stderr) == (2, "", "patch_verl: error: --verl-root is empty\n")
+
+
+def test_a_missing_site_file_in_process_is_a_mismatch_and_nothing_is_written(tmp_path, capsys):
+    root = fake_root(tmp_path)
+    (root / SERVER).unlink()
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert result.returncode == 1
+    assert states(result) == {"critic-attn": "UNPATCHED", "rollout-skip-detokenize": "MISMATCH"}
+    assert f"{SERVER.as_posix()} [rollout-skip-detokenize]: file not found: {root / SERVER}" in result.stderr
+    assert (root / MODEL).read_text() == FAKE_MODEL
+
+
+def test_verl_root_is_the_importable_verl_package(tmp_path, monkeypatch):
+    (tmp_path / "pkg" / "verl").mkdir(parents=True)
+    (tmp_path / "pkg" / "verl" / "__init__.py").write_text("")
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "verl.py").write_text("")  # a plain module named verl is not the package
+    monkeypatch.delitem(sys.modules, "verl", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    assert patch.verl_root(None) == tmp_path / "pkg" / "verl"
+    assert patch.verl_root(str(tmp_path / "x")) == tmp_path / "x"
+    monkeypatch.syspath_prepend(str(tmp_path / "mod"))
+    with pytest.raises(FileNotFoundError, match="^no verl package importable here$"):
+        patch.verl_root(None)
+    monkeypatch.setattr(patch.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="^no verl package importable here$"):
+        patch.verl_root(None)
+
+
+def test_write_atomically_renames_a_temp_file_beside_the_target_keeping_its_mode(tmp_path, monkeypatch):
+    target = tmp_path / "sub" / "f.py"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    target.chmod(0o640)
+    renames = []
+    real = os.replace
+    monkeypatch.setattr(patch.os, "replace", lambda src, dst: (renames.append((Path(src), Path(dst))), real(src, dst)))
+    patch.write_atomically(target, "new\n")
+    assert target.read_text() == "new\n" and (target.stat().st_mode & 0o777) == 0o640
+    [(src, dst)] = renames
+    assert dst == target and src.parent == target.parent and src.name.startswith(".patch-")
+    assert sorted(p.name for p in target.parent.iterdir()) == ["f.py"]
+
+
+def test_help_names_the_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        patch.main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Anchored edits to the installed verl, one table of edits per image" in text
+    assert "whose table of edits: p40 (verl 0.5.0) or hopper (verl 0.9.1)" in text
+    assert "leave this edit unapplied (repeatable)" in text
+    assert "change nothing; exit 1 unless every edit is applied" in text
+    assert "the verl package directory (default: the importable verl)" in text

@@ -1,0 +1,238 @@
+"""Stalls: a run that stops logging training steps turns the watchdog unhealthy (stand-in trainer that hangs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlrecipes.cli import main as cli_main
+from rlrecipes.watchdog.progress import STALL_FLOOR_S, Progress
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A stand-in trainer: logs STEPS training steps the way verl's file and console loggers do, then hangs
+# like verl 0.9.1 did after an error in its rollout engine (alive, holding its GPUs, training nothing).
+HANGING_TRAINER = r'''
+import json, sys, time
+log_dir, steps, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+with open(f"{log_dir}/metrics-20260101T000000Z.jsonl", "w") as jsonl, \
+        open(f"{log_dir}/console-20260101T000000Z.log", "w") as console:
+    for step in range(1, steps + 1):
+        time.sleep(pause)
+        jsonl.write(json.dumps({"step": step, "data": {"timing_s/step": pause}}) + "\n")
+        console.write(f"(TaskRunner pid=7) step:{step} - timing_s/step:{pause}\n")
+        jsonl.flush(); console.flush()
+    console.write("(WorkerDict pid=9) ERROR rollout engine: CUDA error: an illegal memory access\n")
+    console.flush()
+    time.sleep(3600)
+'''
+
+
+def test_progress_reads_steps_and_derives_the_limit(tmp_path):
+    log = tmp_path / "metrics-1.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "data": {"timing_s/step": 60.0}}) + "\n" for s in (1, 2, 3)))
+    (tmp_path / "console-1.log").write_text("(TaskRunner pid=7) step:4 - timing_s/step:300 - x:1\nnoise\n"
+                                            '{"step": 99')  # a line still being written: not read yet
+    for path in tmp_path.iterdir():
+        os.utime(path, (900.0, 900.0))  # lines already there are dated by their file
+    progress = Progress([tmp_path])
+    progress.update(now=1000.0)
+    assert progress.step_seen_at == 900.0
+    assert progress.step == 4 and sorted(progress.step_times) == [60.0, 60.0, 60.0, 300.0]
+    assert progress.limit_s() == max(STALL_FLOOR_S, 5 * 60.0 + 300)
+    stalled, _, facts = progress.verdict(now=progress.step_seen_at + progress.limit_s() + 1)
+    assert stalled and facts["step"] == 4
+    # verl's file logger opens with "wb": a relaunch truncates the file; steps are read again from 0.
+    log.write_text(json.dumps({"step": 5, "data": {}}) + "\n")
+    os.utime(log, (5000.0, 5000.0))  # a new file's earlier lines are dated by the file
+    progress.update(now=5000.0)
+    assert progress.step == 5 and progress.step_seen_at == 5000.0
+    assert not progress.verdict(now=5000.0 + 10)[0]
+
+
+def test_progress_is_per_file_and_a_finished_run_is_not_stalled(tmp_path):
+    old = tmp_path / "metrics-20250101T000000Z.jsonl"  # an earlier run that reached step 116 long ago
+    old.write_text(json.dumps({"step": 116, "data": {}}) + "\n")
+    os.utime(old, (100.0, 100.0))
+    new = tmp_path / "metrics-20260101T000000Z.jsonl"
+    new.write_text(json.dumps({"step": 3, "data": {}}) + "\n")
+    os.utime(new, (9000.0, 9000.0))
+    progress = Progress([tmp_path], stall_after_s=600.0, total_steps=116)
+    progress.update(now=9010.0)
+    assert progress.step == 3 and not progress.verdict(now=9010.0)[0]  # step 3 < 116 is still progress
+    with open(new, "a") as fh:
+        fh.write(json.dumps({"step": 4, "data": {}}) + "\n")
+    progress.update(now=9500.0)
+    assert progress.step == 4 and progress.step_seen_at == 9500.0
+    assert progress.verdict(now=9500.0 + 601)[0]
+    with open(new, "a") as fh:
+        fh.write(json.dumps({"step": 116, "data": {}}) + "\n")  # the last step: finished, quiet from now on
+    progress.update(now=10_000.0)
+    stalled, _, facts = progress.verdict(now=10_000.0 + 10**6)
+    assert not stalled and facts["finished"]
+
+
+def test_before_the_first_step_the_startup_limit_applies(tmp_path):
+    progress = Progress([tmp_path], startup_s=100.0)
+    progress.update(now=0.0)
+    assert not progress.verdict(now=99.0)[0]
+    stalled, message, _ = progress.verdict(now=101.0)
+    assert stalled and "no training step logged" in message
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--stall-after", "nan", "--progress", "logs"], "--stall-after: must be positive"),
+    (["--stall-after", "0", "--progress", "logs"], "--stall-after: must be positive"),
+    (["--stall-after", "10"], "--stall-after: a stall limit needs the run's logs to follow"),
+    (["--stall-startup", "inf", "--progress", "logs"], "--stall-startup: must be positive"),
+])
+def test_stall_flags_are_validated(tmp_path, capsys, argv, message):
+    assert cli_main(["watchdog", "--root", str(tmp_path), "--once", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def _health(status: Path) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "rlrecipes", "healthcheck", "--status", str(status)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    return done.returncode, done.stdout
+
+
+def test_a_hanging_trainer_turns_the_watchdog_unhealthy_and_a_resumed_one_healthy_again(tmp_path):
+    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckpt.mkdir()
+    logs.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    trainer = subprocess.Popen([sys.executable, "-c", HANGING_TRAINER, str(logs), "4", "0.3"])
+    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
+                            "--progress", str(logs), "--stall-after", "3", "--log-level", "error"], env=env)
+    status = ckpt / ".watchdog" / "status.json"
+    try:
+        deadline = time.time() + 60
+        seen_healthy_step = None
+        while time.time() < deadline:
+            if status.exists():
+                data = json.loads(status.read_text())
+                if data["healthy"] and (data.get("progress") or {}).get("step"):
+                    seen_healthy_step = data["progress"]["step"]
+                if not data["healthy"]:
+                    break
+            time.sleep(0.2)
+        assert seen_healthy_step is not None, "never healthy while the trainer made progress"
+        code, out = _health(status)
+        assert code == 1 and "no new training step" in out and "last: step 4" in out, out
+        assert trainer.poll() is None  # the stand-in is still alive: only the logs tell it hangs
+        # The relaunch replaces the trainer; it resumes and logs steps again (a new launch, a new file).
+        trainer.kill()
+        trainer.wait()
+        (logs / "metrics-20260101T000100Z.jsonl").write_text(json.dumps({"step": 5, "data": {}}) + "\n")
+        deadline = time.time() + 30
+        while time.time() < deadline and _health(status)[0] != 0:
+            time.sleep(0.3)
+        code, out = _health(status)
+        assert code == 0, out
+    finally:
+        for proc in (trainer, dog):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+
+def test_the_stop_guard_stops_a_stalled_run_so_a_restart_policy_resumes_it(tmp_path):
+    """The trainer runs under the stop guard (as the launchers start it); the watchdog follows its logs.
+    On run-stalled the guard stops the hanging trainer and exits 75, which the image's `run` stage
+    turns into a relaunch (tests/launch/test_entrypoint_restarts.py) that resumes from the last whole checkpoint."""
+    from rlrecipes.verl.stopguard import EXIT_STALLED
+
+    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckpt.mkdir()
+    logs.mkdir()
+    status = ckpt / ".watchdog" / "status.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), RLRECIPES_STALL_STATUS=str(status))
+    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
+                            "--progress", str(logs), "--stall-after", "2", "--log-level", "error"], env=env)
+    code = r'''
+import sys
+from rlrecipes.verl import stopguard
+stopguard.STALL_POLL_S = 0.3
+sys.exit(stopguard.main(sys.argv[1:]))
+'''
+    started = time.monotonic()
+    try:
+        guard = subprocess.run([sys.executable, "-c", code, "--ckpt-dir", str(ckpt), "--wait", "5", "--",
+                                sys.executable, "-c", HANGING_TRAINER, str(logs), "3", "0.3"],
+                               env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        dog.terminate()
+        dog.wait(timeout=30)
+    assert guard.returncode == EXIT_STALLED, guard.stderr[-2000:]
+    assert "the watchdog reports the run stalled" in guard.stderr and "no new training step" in guard.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_the_stop_guard_ignores_a_stale_or_broken_status(tmp_path):
+    from rlrecipes.verl.stopguard import watchdog_says_stalled
+
+    status = tmp_path / "status.json"
+    finding = {"code": "run-stalled", "message": "no new training step", "severity": "error"}
+    now = time.time()
+    for content, expected in [
+        ({"time": now, "interval_s": 60, "findings": [finding]}, "no new training step"),
+        ({"time": now - 3600, "interval_s": 60, "findings": [finding]}, None),  # the watchdog is gone
+        ({"time": "x", "findings": [finding]}, None),
+        ({"time": now, "interval_s": 60, "findings": [{"code": "budget-exceeded"}]}, None),
+        ([], None),
+    ]:
+        status.write_text(json.dumps(content))
+        assert watchdog_says_stalled(status, now) == expected, content
+    status.write_text("{")
+    assert watchdog_says_stalled(status, now) is None
+    assert watchdog_says_stalled(tmp_path / "missing.json", now) is None
+
+
+def test_the_log_root_is_followed_one_directory_down(tmp_path):
+    """compose.yaml's watchdog follows $LOG_DIR, which holds one directory per run (launchers log there)."""
+    run = tmp_path / "qwen2.5-0.5b-gsm8k-ppo"
+    run.mkdir()
+    (run / "metrics-20260101T000000Z.jsonl").write_text(json.dumps({"step": 7, "data": {}}) + "\n")
+    progress = Progress([tmp_path], stall_after_s=60.0)
+    progress.update(now=time.time())
+    assert progress.step == 7
+
+
+def test_a_relaunched_guard_gets_the_whole_stall_limit_of_its_own(tmp_path):
+    """The status still reports the previous launch's stall while the relaunch loads its model."""
+    from rlrecipes.verl.stopguard import watchdog_says_stalled
+
+    status = tmp_path / "status.json"
+    now = time.time()
+    status.write_text(json.dumps({"time": now, "interval_s": 30, "progress": {"limit_s": 900.0},
+                                  "findings": [{"code": "run-stalled", "message": "stalled"}]}))
+    assert watchdog_says_stalled(status, now, started=now - 899) is None
+    assert watchdog_says_stalled(status, now, started=now - 901) == "stalled"
+
+
+def test_the_compose_gate_ignores_a_stall_but_not_other_errors(tmp_path):
+    status = tmp_path / "status.json"
+    base = {"version": 1, "time": time.time(), "interval_s": 30, "healthy": False}
+    stall = {"code": "run-stalled", "severity": "error", "message": "no new training step", "experiment": ""}
+    full = {"code": "budget-exceeded", "severity": "error", "message": "the next save will not fit", "experiment": "x"}
+    for findings, plain, ignoring in [([stall], 1, 0), ([stall, full], 1, 1), ([full], 1, 1)]:
+        status.write_text(json.dumps({**base, "findings": findings}))
+        assert _health(status)[0] == plain
+        done = subprocess.run([sys.executable, "-m", "rlrecipes", "healthcheck", "--status", str(status),
+                               "--ignore", "run-stalled"], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+        assert done.returncode == ignoring, done.stdout + done.stderr
+
+
+def test_healthcheck_ignore_takes_only_a_code_something_else_acts_on(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "rlrecipes", "healthcheck", "--status", str(tmp_path / "s.json"),
+                           "--ignore", "run-staled"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert done.returncode == 2 and "run-staled" in done.stderr and "Traceback" not in done.stderr, done.stderr
