@@ -22,7 +22,7 @@ from typing import Any
 from rlrecipes.errors import RecipeError
 from rlrecipes.recipe import overrides as ov
 from rlrecipes.recipe.expect_schema import Expectations, parse_expect
-from rlrecipes.recipe.strict import _choice, _load_yaml, _strict, _typed, _verl_block
+from rlrecipes.recipe.strict import _choice, _count, _fraction, _load_yaml, _strict, _typed, _verl_block
 from rlrecipes.recipe.values import INTERPOLATION, PACKING_ATTENTION, UNSET, check_packing, check_values, resolved
 from rlrecipes.recipe.images import IMAGES, Image
 from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
@@ -129,16 +129,17 @@ def load_profile(name: str) -> Profile:
                           f"(it has: {', '.join(IMAGES[image].rollout_engines)})", where=f"{where}: rollout.engine")
     return Profile(
         name=path.stem, path=path, description=str(data["description"]).strip(), image_name=image,
-        nnodes=_typed(data.get("nnodes", 1), int, f"{where}: nnodes"),
-        gpus_per_node=_typed(data["gpus_per_node"], int, f"{where}: gpus_per_node"),
+        nnodes=_count(data.get("nnodes", 1), f"{where}: nnodes"),
+        gpus_per_node=_count(data["gpus_per_node"], f"{where}: gpus_per_node"),
         gpu=GpuSpec(str(gpu["name"]), float(_typed(gpu["memory_gib"], (int, float), f"{where}: gpu.memory_gib")),
                     str(gpu["compute_capability"])),
         dtype=_choice(data["dtype"], ("bf16", "fp16", "fp32"), f"{where}: dtype"),
         attention=_choice(data["attention"], ("flash_attention_2", "sdpa", "eager"), f"{where}: attention"),
         rollout=engine,
-        tensor_parallel=_typed(rollout.get("tensor_parallel", 1), int, f"{where}: rollout.tensor_parallel"),
-        gpu_memory_utilization=rollout.get("gpu_memory_utilization"),
-        micro_batch_per_gpu={k: _typed(v, int, f"{where}: micro_batch_per_gpu.{k}") for k, v in micro.items()},
+        tensor_parallel=_count(rollout.get("tensor_parallel", 1), f"{where}: rollout.tensor_parallel"),
+        gpu_memory_utilization=None if rollout.get("gpu_memory_utilization") is None else
+        _fraction(rollout["gpu_memory_utilization"], f"{where}: rollout.gpu_memory_utilization"),
+        micro_batch_per_gpu={k: _count(v, f"{where}: micro_batch_per_gpu.{k}") for k, v in micro.items()},
         offload={k: _typed(v, bool, f"{where}: offload.{k}") for k, v in offload.items()},
         gradient_checkpointing=_typed(data.get("gradient_checkpointing", True), bool,
                                       f"{where}: gradient_checkpointing"),
@@ -286,7 +287,6 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
 
 
 # ---------------------------------------------------------------------------------- resolution
-_MISSING = object()
 _VERL_DEFAULT = object()
 
 
@@ -336,7 +336,7 @@ class ResolvedRun:
         set value; with a kind, a value of None or "" counts as unset.
         """
         value = self._value(key, ())
-        if value is _MISSING or (kind is not None and (value is None or value == "")):
+        if value is UNSET or (kind is not None and (value is None or value == "")):
             return self.image.spec.default(key) if default is _VERL_DEFAULT else default
         return value if kind is None else kind(value)
 
@@ -354,13 +354,13 @@ class ResolvedRun:
                 node = ov.substitute(raw, self.variables)
                 for part in key[len(bare) + 1:].split("."):
                     if not isinstance(node, dict) or part not in node:
-                        node = _MISSING
+                        node = UNSET
                         break
                     node = node[part]
-                if node is not _MISSING:
+                if node is not UNSET:
                     found, value = True, node
         if not found:
-            return _MISSING
+            return UNSET
         match = INTERPOLATION.match(value) if isinstance(value, str) else None
         if match and match.group(1) not in seen and len(seen) < 10:
             return self._value(match.group(1), (*seen, key))
