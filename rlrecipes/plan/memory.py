@@ -202,6 +202,228 @@ def _engine_logits(tokens: int, vocab: int, nbytes: int, name: str, backward: bo
     return out
 
 
+class _Inputs:
+    """What the estimate reads from a run (in its historical order: a bad value fails with the same error),
+    and the per-GPU bytes of each model's states; notes on the config go to `notes`."""
+
+    def __init__(self, run: ResolvedRun, arch: Architecture, notes: list[str]) -> None:
+        self.arch = arch
+        self.n_gpus = max(1, run.get("trainer.n_gpus_per_node", run.profile.gpus_per_node, kind=int)
+                          * run.get("trainer.nnodes", run.profile.nnodes, kind=int))
+        self.prec = prec = precision(run)
+        self.params = params = param_count(arch)
+        self.rank = rank = run.lora_rank
+        targets = run.get("actor_rollout_ref.model.target_modules")
+        self.lora = lora_param_count(arch, rank, targets if isinstance(targets, str) else tuple(targets)) if rank else 0
+        self.trainable = self.lora or params
+        self.separate_ref = run.use_reference_policy and not rank  # LoRA: the actor without adapter is the reference
+        self.use_critic = run.use_critic
+        a_fsdp = "actor_rollout_ref.actor.fsdp_config"
+        c_fsdp = run.image.spec.critic_fsdp
+        self.actor_param_off = run.get(f"{a_fsdp}.param_offload", False, kind=bool)
+        self.actor_optim_off = run.get(f"{a_fsdp}.optimizer_offload", False, kind=bool)
+        self.ref_param_off = run.get("actor_rollout_ref.ref.fsdp_config.param_offload", kind=bool)
+        self.critic_param_off = run.get(f"{c_fsdp}.param_offload", False, kind=bool)
+        self.critic_optim_off = run.get(f"{c_fsdp}.optimizer_offload", False, kind=bool)
+        self.prompt = run.get("data.max_prompt_length", kind=int)
+        self.response = run.get("data.max_response_length", kind=int)
+        self.seq = self.prompt + self.response
+        self.n = run.get("actor_rollout_ref.rollout.n", kind=int)
+        self.batch = run.get("data.train_batch_size", 1, kind=int)
+        self.actor_micro = micro = run.get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 1, kind=int)
+        self.logprob_micro = run.get("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", micro, kind=int)
+        self.ref_micro = run.get("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", self.logprob_micro, kind=int)
+        self.critic_micro = run.get("critic.ppo_micro_batch_size_per_gpu", micro, kind=int)
+        self.actor_gc = run.get("actor_rollout_ref.model.enable_gradient_checkpointing", kind=bool)
+        self.critic_gc = run.get("critic.model.enable_gradient_checkpointing", kind=bool)
+        attention = str(run.get(run.image.spec.attn_key.lstrip("+"), run.profile.attention) or "")
+        self.eager = attention == "eager"
+        if run.get("actor_rollout_ref.actor.use_dynamic_bsz"):
+            notes.append("use_dynamic_bsz is on: micro batches are packed by tokens; the estimate uses the "
+                         "per-GPU micro batch sizes at full sequence length")
+        self.actor_w = self.weights(params + self.lora, prec.actor_storage)
+        self.actor_g = self.trainable * 4 / self.n_gpus
+        self.actor_o = self.trainable * 8 / self.n_gpus
+        self.ref_w = self.weights(params, prec.ref_storage) if self.separate_ref else 0.0
+        self.critic_w = self.weights(params, prec.critic_storage) if self.use_critic else 0.0
+        self.critic_g = params * 4 / self.n_gpus if self.use_critic else 0.0
+        self.critic_o = params * 8 / self.n_gpus if self.use_critic else 0.0
+        self.entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff") or 0)
+        self.flash_ce = run.image.flash_attn  # verl then uses flash-attn's cross-entropy
+        # verl's engine (verl/workers/engine/fsdp/transformer_impl.py) without flash-attn: rlrecipes pads
+        # there, and the engine's padded branch runs under bf16 autocast
+        self.engine_path = run.image.spec.engine_logits and not self.flash_ce
+        self.fused = bool(run.get("actor_rollout_ref.model.use_fused_kernels", False))
+        self.engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)
+
+    def weights(self, count: int, dtype: str) -> float:  # stored in `dtype` (4 B when unknown), sharded
+        return count * BYTES.get(dtype, 4) / self.n_gpus
+
+
+CONTEXT_TERM = Term("CUDA context + allocator", CONTEXT_GIB * GIB)
+
+
+class _Moments:
+    """A phase peaks at its moment with the most memory in use; every moment considered is kept (candidates)."""
+
+    def __init__(self) -> None:
+        self.considered: list[tuple[str, list[Term]]] = []
+        self.candidates: dict[str, dict[str, list[Term]]] = {}
+
+    def peak(self, *moments: tuple[str, list[Term]]) -> tuple[str, list[Term]]:
+        self.considered.extend(moments)
+        return max(moments, key=lambda m: sum(t.bytes for t in m[1]))
+
+    def record(self, phase: str) -> None:
+        self.candidates[phase] = dict(self.considered)
+        self.considered.clear()
+
+
+def _logits(s: _Inputs, micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
+    """lm_head output over every position (verl passes no logits_to_keep) plus what sits beside it:
+    the gradient of the same size at the start of backward; for the entropy, softmax and
+    softmax x logits over the response positions. Log-probs themselves are taken row by row
+    (logprobs_from_logits_v2) or by flash-attn's Triton cross-entropy: no full-size copy."""
+    nbytes, vocab = BYTES.get(dtype, 4), s.arch.vocab
+    if s.engine_path:
+        return _engine_logits(micro * s.seq, vocab, nbytes, name, backward, entropy, s.fused)
+    out = [Term(f"{name} logits", micro * s.seq * vocab * nbytes)]
+    if backward:
+        out.append(Term(f"{name} logits gradient", micro * s.seq * vocab * nbytes))
+        if nbytes < 4 and not s.flash_ce:
+            # logprobs_from_logits_v2 takes a log_softmax per row in bf16/fp16; autograd keeps every
+            # row's output for backward (fp32 goes through logsumexp instead, which keeps nothing new)
+            out.append(Term(f"{name} log-softmax rows kept for backward", micro * s.response * vocab * nbytes))
+    if entropy:
+        out.append(Term(f"{name} entropy temporaries", 2 * micro * s.response * vocab * nbytes))
+    return out
+
+
+def _resident(s: _Inputs, skip: str) -> list[Term]:
+    """States that stay on the GPU while another model (not `skip`) works; offloaded ones are on the CPU."""
+    out = []
+    if skip != "actor":
+        out.append(Term("actor weights", 0.0 if s.actor_param_off else s.actor_w))
+        out.append(Term("actor Adam state", 0.0 if s.actor_optim_off else s.actor_o))
+    if s.separate_ref and skip != "ref":
+        out.append(Term("reference weights", 0.0 if s.ref_param_off else s.ref_w))
+    if s.use_critic and skip != "critic":
+        out.append(Term("critic weights", 0.0 if s.critic_param_off else s.critic_w))
+        out.append(Term("critic Adam state", 0.0 if s.critic_optim_off else s.critic_o))
+    return out
+
+
+def _engine_rollout(run: ResolvedRun, s: _Inputs, gpu_gib: float,
+                    notes: list[str]) -> tuple[list[Term], float, float]:
+    """vLLM / SGLang beside the trainer state: (rollout terms, engine share in bytes, resident GiB)."""
+    util = run.get("actor_rollout_ref.rollout.gpu_memory_utilization", kind=float)
+    tp = run.get("actor_rollout_ref.rollout.tensor_model_parallel_size", 1, kind=int)
+    engine, engine_share = s.engine, util * gpu_gib * GIB
+    state = _resident(s, "")
+    resident_rollout = (sum(t.bytes for t in state) + CONTEXT_TERM.bytes) / GIB
+    terms = [*state, CONTEXT_TERM, Term(f"{engine} gpu_memory_utilization {util:g} x {gpu_gib:g} GiB "
+                                        f"(weights/TP{tp}, KV cache, graphs)", engine_share),
+             Term(f"{engine} process CUDA context", CONTEXT_GIB * GIB)]
+    notes.append(f"{engine} reserves gpu_memory_utilization x total GPU memory when it starts; the trainer "
+                 "state resident at that moment must fit in the rest")
+    if run.get("actor_rollout_ref.rollout.free_cache_engine") is False:
+        notes.append("free_cache_engine is off: the engine keeps its share during the update phases")
+    return terms, engine_share, resident_rollout
+
+
+def _hf_rollout(run: ResolvedRun, s: _Inputs, moments: _Moments, notes: list[str]) -> tuple[str, list[Term]]:
+    """HF generate inside the actor's FSDP module: the peak of prefill and the end of decoding."""
+    arch, prompt, seq = s.arch, s.prompt, s.seq
+    gen_micro = run.get("actor_rollout_ref.rollout.micro_batch_size")
+    per_gpu = max(1, s.batch * s.n // s.n_gpus)
+    g = min(per_gpu, int(gen_micro)) if gen_micro else per_gpu
+    nbytes = BYTES.get(s.prec.rollout, 4)
+    kv_token = 2 * arch.layers * arch.kv_heads * arch.head_dim * nbytes * g
+    state = _resident(s, "")
+    if s.actor_param_off:  # HF generate runs the actor's FSDP module: it is loaded for the rollout
+        state = [Term("actor weights", s.actor_w) if t.name == "actor weights" else t for t in state]
+    state = [*state, CONTEXT_TERM]
+    hidden = g * prompt * arch.hidden * nbytes
+    # prefill, per layer: attention (eager: score-sized buffers, 3 alive at the peak as measured; Q and
+    # K/V repeated to every head) or the MLP (gate/up/activation outputs), whichever is bigger, beside
+    # the prompt's KV cache
+    attn = (g * arch.heads * prompt * prompt * nbytes * 3 if s.eager else 0) \
+        + 3 * g * arch.heads * prompt * arch.head_dim * nbytes
+    mlp = 3 * g * prompt * arch.intermediate * nbytes
+    transient = Term("prefill attention scores + heads (eager)" if s.eager and attn >= mlp else
+                     ("prefill attention" if attn >= mlp else "prefill MLP activations"), max(attn, mlp) + hidden)
+    # end of decoding: the full KV cache, plus one layer's K/V repeated to every attention head
+    # (transformers' repeat_kv: SDPA and eager expand GQA heads whenever there is a padding mask)
+    peak = moments.peak(
+        ("prefill", [*state, Term(f"KV cache ({g} sequences x {prompt} prompt tokens)", kv_token * prompt),
+                     transient]),
+        ("end of decoding", [*state, Term(f"KV cache (HF generate, {g} sequences x {seq} tokens)", kv_token * seq),
+                             Term("one layer's K/V repeated to every head",
+                                  kv_token * seq / arch.layers * arch.heads / arch.kv_heads),
+                             Term("sampling logits (last token, fp32)", g * arch.vocab * 4 * 3)]))
+    notes.append(f"HF rollout generates {g} sequences per GPU at once (set "
+                 "+actor_rollout_ref.rollout.micro_batch_size to chunk it)")
+    return peak
+
+
+def _log_prob(s: _Inputs, moments: _Moments) -> tuple[str, list[Term]]:
+    """Forward-only passes: old log-probs (with entropy, for the metrics) and reference log-probs."""
+    passes = [(s.logprob_micro, "actor old log-prob", s.prec.actor_compute, True)]
+    if s.separate_ref:
+        passes.append((s.ref_micro, "reference log-prob", s.prec.ref_storage, False))
+    passes_moments = []
+    for micro, name, dtype, entropy in passes:
+        nbytes = BYTES.get(dtype, 4)
+        live = _layer_activation_bytes(s.arch, micro * s.seq, s.seq, micro, nbytes, s.eager, inference=True)
+        extra = []
+        if name.startswith("reference") and s.ref_param_off:
+            extra.append(Term("reference weights (loaded for its pass)", s.ref_w))
+        held = [*_resident(s, ""), CONTEXT_TERM, *extra]
+        passes_moments.append((f"{name} logits", [*held, *_logits(s, micro, dtype, f"{name} (micro {micro})", False,
+                                                                   entropy)]))
+        passes_moments.append((f"{name} layer", [*held, Term(f"{name} layer (micro {micro})", live)]))
+    return moments.peak(*passes_moments)
+
+
+def _update(s: _Inputs, moments: _Moments, name: str, micro: int, gc: bool, dtype: str, states: list[Term],
+            trainable_n: int, with_logits: bool) -> tuple[str, list[Term]]:
+    """One model's update: the peak of the start of backward, the layer recompute (checkpointing only)
+    and the optimizer step, each beside `states` (weights, gradients, Adam state and the others' states)."""
+    arch, nbytes, tokens = s.arch, BYTES.get(dtype, 4), micro * s.seq
+    layer = Term(f"{name} recomputed layer (micro {micro})",
+                 _layer_activation_bytes(arch, tokens, s.seq, micro, nbytes, s.eager))
+    head = _logits(s, micro, dtype, f"{name} (micro {micro})", backward=True,
+                   entropy=with_logits and s.entropy_coeff != 0) if with_logits else []
+    # torch's foreach Adam allocates one parameter-sized fp32 temporary at the step
+    step = ("optimizer step", [*states, Term(f"{name} Adam step temporary", trainable_n * 4 / s.n_gpus)])
+    if gc:
+        kept = Term(f"{name} checkpointed layer inputs (micro {micro})", arch.layers * tokens * arch.hidden * nbytes)
+        return moments.peak(("backward start", [*states, kept, *head]), ("layer recompute", [*states, kept, layer]),
+                            step)
+    full = Term(f"{name} activations of {arch.layers} layers (micro {micro}, no checkpointing)",
+                arch.layers * layer.bytes)
+    return moments.peak(("backward start", [*states, full, *head]), step)
+
+
+# The updates: the model's weights, gradients (kept across the micro batches of a mini batch) and Adam state
+# are on the GPU (an offloaded optimizer is loaded back for the update).
+def _update_actor(s: _Inputs, moments: _Moments) -> tuple[str, list[Term]]:
+    lora = " (LoRA)" if s.lora else ""
+    states = [*_resident(s, "actor"), CONTEXT_TERM, Term("actor weights", s.actor_w),
+              Term("actor gradients" + lora, s.actor_g),
+              Term("actor Adam state" + lora + (" (loaded from CPU)" if s.actor_optim_off else ""), s.actor_o)]
+    return _update(s, moments, "actor", s.actor_micro, s.actor_gc, s.prec.actor_compute, states, s.trainable,
+                   with_logits=True)
+
+
+def _update_critic(s: _Inputs, moments: _Moments) -> tuple[str, list[Term]]:
+    states = [*_resident(s, "critic"), CONTEXT_TERM, Term("critic weights", s.critic_w),
+              Term("critic gradients", s.critic_g),
+              Term("critic Adam state" + (" (loaded from CPU)" if s.critic_optim_off else ""), s.critic_o)]
+    return _update(s, moments, "critic", s.critic_micro, s.critic_gc, s.prec.critic_compute, states, s.params,
+                   with_logits=False)
+
+
 def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstimate:
     """Per-GPU peak estimate. `inventory_gpu`: a detected GPU (anything with `memory_mib`) to plan
     against; default the profile's GPU."""
@@ -215,225 +437,34 @@ def estimate_memory(run: ResolvedRun, inventory_gpu: Any = None) -> MemoryEstima
                                                   f"config.json in {run.model_path} and no entry in "
                                                   "rlrecipes.plan.architectures.ARCHITECTURES"], known=False)
     notes: list[str] = []
-    n_gpus = max(1, run.get("trainer.n_gpus_per_node", run.profile.gpus_per_node, kind=int)
-                 * run.get("trainer.nnodes", run.profile.nnodes, kind=int))
-    prec = precision(run)
-    params = param_count(arch)
-    rank = run.lora_rank
-    targets = run.get("actor_rollout_ref.model.target_modules")
-    lora = lora_param_count(arch, rank, targets if isinstance(targets, str) else tuple(targets)) if rank else 0
-    trainable = lora or params
-    separate_ref = run.use_reference_policy and not rank  # LoRA: the actor without adapter is the reference
-    use_critic = run.use_critic
-
-    a_fsdp = "actor_rollout_ref.actor.fsdp_config"
-    c_fsdp = run.image.spec.critic_fsdp
-    actor_param_off = run.get(f"{a_fsdp}.param_offload", False, kind=bool)
-    actor_optim_off = run.get(f"{a_fsdp}.optimizer_offload", False, kind=bool)
-    ref_param_off = run.get("actor_rollout_ref.ref.fsdp_config.param_offload", kind=bool)
-    critic_param_off = run.get(f"{c_fsdp}.param_offload", False, kind=bool)
-    critic_optim_off = run.get(f"{c_fsdp}.optimizer_offload", False, kind=bool)
-
-    prompt = run.get("data.max_prompt_length", kind=int)
-    response = run.get("data.max_response_length", kind=int)
-    seq = prompt + response
-    n = run.get("actor_rollout_ref.rollout.n", kind=int)
-    batch = run.get("data.train_batch_size", 1, kind=int)
-    actor_micro = run.get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 1, kind=int)
-    logprob_micro = run.get("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", actor_micro, kind=int)
-    ref_micro = run.get("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", logprob_micro, kind=int)
-    critic_micro = run.get("critic.ppo_micro_batch_size_per_gpu", actor_micro, kind=int)
-    actor_gc = run.get("actor_rollout_ref.model.enable_gradient_checkpointing", kind=bool)
-    critic_gc = run.get("critic.model.enable_gradient_checkpointing", kind=bool)
-    attention = str(run.get(run.image.spec.attn_key.lstrip("+"), run.profile.attention) or "")
-    eager = attention == "eager"
-    if run.get("actor_rollout_ref.actor.use_dynamic_bsz"):
-        notes.append("use_dynamic_bsz is on: micro batches are packed by tokens; the estimate uses the "
-                     "per-GPU micro batch sizes at full sequence length")
-
-    def w(count: int, dtype: str) -> float:
-        return count * BYTES.get(dtype, 4) / n_gpus
-
-    actor_w = w(params + lora, prec.actor_storage)
-    actor_g = trainable * 4 / n_gpus
-    actor_o = trainable * 8 / n_gpus
-    ref_w = w(params, prec.ref_storage) if separate_ref else 0.0
-    critic_w = w(params, prec.critic_storage) if use_critic else 0.0
-    critic_g = params * 4 / n_gpus if use_critic else 0.0
-    critic_o = params * 8 / n_gpus if use_critic else 0.0
-
-    entropy_coeff = float(run.get("actor_rollout_ref.actor.entropy_coeff") or 0)
-    flash_ce = run.image.flash_attn  # verl then uses flash-attn's cross-entropy
-
-    # verl's engine (verl/workers/engine/fsdp/transformer_impl.py) without flash-attn: rlrecipes pads there,
-    # and the engine's padded branch runs under bf16 autocast
-    engine_path = run.image.spec.engine_logits and not flash_ce
-    fused = bool(run.get("actor_rollout_ref.model.use_fused_kernels", False))
-
-    def logits(micro: int, dtype: str, name: str, backward: bool, entropy: bool) -> list[Term]:
-        """lm_head output over every position (verl passes no logits_to_keep) plus what sits beside it:
-        the gradient of the same size at the start of backward; for the entropy, softmax and
-        softmax x logits over the response positions. Log-probs themselves are taken row by row
-        (logprobs_from_logits_v2) or by flash-attn's Triton cross-entropy: no full-size copy."""
-        nbytes = BYTES.get(dtype, 4)
-        if engine_path:
-            return _engine_logits(micro * seq, arch.vocab, nbytes, name, backward, entropy, fused)
-        out = [Term(f"{name} logits", micro * seq * arch.vocab * nbytes)]
-        if backward:
-            out.append(Term(f"{name} logits gradient", micro * seq * arch.vocab * nbytes))
-            if nbytes < 4 and not flash_ce:
-                # logprobs_from_logits_v2 takes a log_softmax per row in bf16/fp16; autograd keeps every
-                # row's output for backward (fp32 goes through logsumexp instead, which keeps nothing new)
-                out.append(Term(f"{name} log-softmax rows kept for backward", micro * response * arch.vocab * nbytes))
-        if entropy:
-            out.append(Term(f"{name} entropy temporaries", 2 * micro * response * arch.vocab * nbytes))
-        return out
-
-    considered: list[tuple[str, list[Term]]] = []
-
-    def peak(*moments: tuple[str, list[Term]]) -> tuple[str, list[Term]]:
-        """The moment of a phase with the most memory in use (terms of one moment coexist)."""
-        considered.extend(moments)
-        return max(moments, key=lambda m: sum(t.bytes for t in m[1]))
-
-    def record(phase: str) -> None:
-        candidates[phase] = dict(considered)
-        considered.clear()
-
-    candidates: dict[str, dict[str, list[Term]]] = {}
-
-    def update(name: str, micro: int, gc: bool, dtype: str, states: list[Term], trainable_n: int,
-               with_logits: bool) -> tuple[str, list[Term]]:
-        nbytes = BYTES.get(dtype, 4)
-        tokens = micro * seq
-        layer = Term(f"{name} recomputed layer (micro {micro})",
-                     _layer_activation_bytes(arch, tokens, seq, micro, nbytes, eager))
-        head = logits(micro, dtype, f"{name} (micro {micro})", backward=True,
-                      entropy=with_logits and entropy_coeff != 0) if with_logits else []
-        # torch's foreach Adam allocates one parameter-sized fp32 temporary at the step
-        step = ("optimizer step", [*states, Term(f"{name} Adam step temporary", trainable_n * 4 / n_gpus)])
-        if gc:
-            kept = Term(f"{name} checkpointed layer inputs (micro {micro})", arch.layers * tokens * arch.hidden * nbytes)
-            return peak(("backward start", [*states, kept, *head]), ("layer recompute", [*states, kept, layer]),
-                        step)
-        full = Term(f"{name} activations of {arch.layers} layers (micro {micro}, no checkpointing)",
-                    arch.layers * layer.bytes)
-        return peak(("backward start", [*states, full, *head]), step)
-
-    ctx = Term("CUDA context + allocator", CONTEXT_GIB * GIB)
-    engine = run.get("actor_rollout_ref.rollout.name", run.profile.rollout)
+    s = _Inputs(run, arch, notes)
+    tracked = _Moments()
     phases: dict[str, list[Term]] = {}
     moments: dict[str, str] = {}
-
-    # States that stay on the GPU while another model works (offloaded ones are on the CPU).
-    def resident(skip: str) -> list[Term]:
-        out = []
-        if skip != "actor":
-            out.append(Term("actor weights", 0.0 if actor_param_off else actor_w))
-            out.append(Term("actor Adam state", 0.0 if actor_optim_off else actor_o))
-        if separate_ref and skip != "ref":
-            out.append(Term("reference weights", 0.0 if ref_param_off else ref_w))
-        if use_critic and skip != "critic":
-            out.append(Term("critic weights", 0.0 if critic_param_off else critic_w))
-            out.append(Term("critic Adam state", 0.0 if critic_optim_off else critic_o))
-        return out
-
-    # -- rollout
-    engine_share = None
-    resident_rollout = None
-    if engine in ("vllm", "sglang"):
-        util = run.get("actor_rollout_ref.rollout.gpu_memory_utilization", kind=float)
-        tp = run.get("actor_rollout_ref.rollout.tensor_model_parallel_size", 1, kind=int)
-        engine_share = util * gpu_gib * GIB
-        state = resident("")
-        resident_rollout = (sum(t.bytes for t in state) + ctx.bytes) / GIB
-        phases["rollout"] = [*state, ctx, Term(f"{engine} gpu_memory_utilization {util:g} x {gpu_gib:g} GiB "
-                                               f"(weights/TP{tp}, KV cache, graphs)", engine_share),
-                             Term(f"{engine} process CUDA context", CONTEXT_GIB * GIB)]
+    engine_share = resident_rollout = None
+    if s.engine in ("vllm", "sglang"):
+        phases["rollout"], engine_share, resident_rollout = _engine_rollout(run, s, gpu_gib, notes)
         moments["rollout"] = "generation"
-        notes.append(f"{engine} reserves gpu_memory_utilization x total GPU memory when it starts; the trainer "
-                     "state resident at that moment must fit in the rest")
-        if run.get("actor_rollout_ref.rollout.free_cache_engine") is False:
-            notes.append("free_cache_engine is off: the engine keeps its share during the update phases")
     else:
-        gen_micro = run.get("actor_rollout_ref.rollout.micro_batch_size")
-        per_gpu = max(1, batch * n // n_gpus)
-        g = min(per_gpu, int(gen_micro)) if gen_micro else per_gpu
-        nbytes = BYTES.get(prec.rollout, 4)
-        kv_token = 2 * arch.layers * arch.kv_heads * arch.head_dim * nbytes * g
-        state = resident("")
-        if actor_param_off:  # HF generate runs the actor's FSDP module: it is loaded for the rollout
-            state = [Term("actor weights", actor_w) if t.name == "actor weights" else t for t in state]
-        state = [*state, ctx]
-        hidden = g * prompt * arch.hidden * nbytes
-        # prefill, per layer: attention (eager: score-sized buffers, 3 alive at the peak as measured; Q and
-        # K/V repeated to every head) or the MLP (gate/up/activation outputs), whichever is bigger, beside
-        # the prompt's KV cache
-        attn = (g * arch.heads * prompt * prompt * nbytes * 3 if eager else 0) \
-            + 3 * g * arch.heads * prompt * arch.head_dim * nbytes
-        mlp = 3 * g * prompt * arch.intermediate * nbytes
-        transient = Term("prefill attention scores + heads (eager)" if eager and attn >= mlp else
-                         ("prefill attention" if attn >= mlp else "prefill MLP activations"), max(attn, mlp) + hidden)
-        # end of decoding: the full KV cache, plus one layer's K/V repeated to every attention head
-        # (transformers' repeat_kv: SDPA and eager expand GQA heads whenever there is a padding mask)
-        moment, terms = peak(
-            ("prefill", [*state, Term(f"KV cache ({g} sequences x {prompt} prompt tokens)", kv_token * prompt),
-                         transient]),
-            ("end of decoding", [*state, Term(f"KV cache (HF generate, {g} sequences x {seq} tokens)", kv_token * seq),
-                                 Term("one layer's K/V repeated to every head",
-                                      kv_token * seq / arch.layers * arch.heads / arch.kv_heads),
-                                 Term("sampling logits (last token, fp32)", g * arch.vocab * 4 * 3)]))
-        phases["rollout"], moments["rollout"] = terms, moment
-        record("rollout")
-        notes.append(f"HF rollout generates {g} sequences per GPU at once (set "
-                     "+actor_rollout_ref.rollout.micro_batch_size to chunk it)")
-
-    # -- forward-only passes: old log-probs (with entropy, for the metrics), reference log-probs, values
-    passes = [(logprob_micro, "actor old log-prob", prec.actor_compute, True)]
-    if separate_ref:
-        passes.append((ref_micro, "reference log-prob", prec.ref_storage, False))
-    passes_moments = []
-    for micro, name, dtype, entropy in passes:
-        nbytes = BYTES.get(dtype, 4)
-        live = _layer_activation_bytes(arch, micro * seq, seq, micro, nbytes, eager, inference=True)
-        extra = []
-        if name.startswith("reference") and ref_param_off:
-            extra.append(Term("reference weights (loaded for its pass)", ref_w))
-        passes_moments.append((f"{name} logits", [*resident(""), ctx, *extra,
-                                               *logits(micro, dtype, f"{name} (micro {micro})", False, entropy)]))
-        passes_moments.append((f"{name} layer", [*resident(""), ctx, *extra,
-                                              Term(f"{name} layer (micro {micro})", live)]))
-    moments["log_prob"], phases["log_prob"] = peak(*passes_moments)
-    record("log_prob")
-
-    # -- updates: the model's weights, gradients (kept across the micro batches of a mini batch) and Adam
-    # state are on the GPU (an offloaded optimizer is loaded back for the update)
-    actor_states = [*resident("actor"), ctx, Term("actor weights", actor_w),
-                    Term("actor gradients" + (" (LoRA)" if lora else ""), actor_g),
-                    Term("actor Adam state" + (" (LoRA)" if lora else "") +
-                         (" (loaded from CPU)" if actor_optim_off else ""), actor_o)]
-    moments["update_actor"], phases["update_actor"] = update(
-        "actor", actor_micro, actor_gc, prec.actor_compute, actor_states, trainable, with_logits=True)
-    record("update_actor")
-    if use_critic:
-        critic_states = [*resident("critic"), ctx, Term("critic weights", critic_w),
-                         Term("critic gradients", critic_g),
-                         Term("critic Adam state" + (" (loaded from CPU)" if critic_optim_off else ""), critic_o)]
-        moments["update_critic"], phases["update_critic"] = update(
-            "critic", critic_micro, critic_gc, prec.critic_compute, critic_states, params, with_logits=False)
-        record("update_critic")
-    estimate = MemoryEstimate(
+        moments["rollout"], phases["rollout"] = _hf_rollout(run, s, tracked, notes)
+        tracked.record("rollout")
+    moments["log_prob"], phases["log_prob"] = _log_prob(s, tracked)
+    tracked.record("log_prob")
+    moments["update_actor"], phases["update_actor"] = _update_actor(s, tracked)
+    tracked.record("update_actor")
+    if s.use_critic:
+        moments["update_critic"], phases["update_critic"] = _update_critic(s, tracked)
+        tracked.record("update_critic")
+    reference = "separate" if s.separate_ref else ("actor without adapter" if s.rank and run.use_reference_policy
+                                                   else "none")
+    return MemoryEstimate(
         gpu_memory_gib=gpu_gib, phases=phases, notes=notes,
-        params={"architecture": arch.name, "params": params, "lora_params": lora, "trainable": trainable,
-                "n_gpus": n_gpus, "sequence_tokens": seq, "precision": prec.__dict__,
-                "reference": "separate" if separate_ref else ("actor without adapter" if rank and
-                                                               run.use_reference_policy else "none"),
-                "critic": use_critic},
+        params={"architecture": arch.name, "params": s.params, "lora_params": s.lora, "trainable": s.trainable,
+                "n_gpus": s.n_gpus, "sequence_tokens": s.seq, "precision": s.prec.__dict__,
+                "reference": reference, "critic": s.use_critic},
         engine_share_gib=None if engine_share is None else engine_share / GIB,
-        resident_at_rollout_gib=resident_rollout, moments=moments, candidates=candidates,
+        resident_at_rollout_gib=resident_rollout, moments=moments, candidates=tracked.candidates,
     )
-    return estimate
-
 
 
 def host_ram_need(run: ResolvedRun) -> tuple[float, list[str]]:

@@ -16,7 +16,7 @@ from rlrecipes.plan.plan import build_plan
 from rlrecipes.recipe.load import list_profiles, list_recipes, load_recipe, resolve
 from support.require import linter
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ["canary-grpo-lora", "canary-ppo", "qwen2.5-0.5b-gsm8k-ppo", "qwen2.5-3b-gsm8k-grpo-lora", "smoke-grpo-lora",
            "smoke-ppo"]
 ENV = {"WANDB_API_KEY": ""}

@@ -27,7 +27,7 @@ from rlrecipes.recipe.load import resolve
 from rlrecipes.recipe.validate import validate_runs
 from rlrecipes.verl.specs import COMMON_DEFAULTS, SPECS, V0_8_0, VerlSpec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PPO = "qwen2.5-0.5b-gsm8k-ppo"
 
 FAKE = VerlSpec(

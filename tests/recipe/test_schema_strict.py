@@ -18,7 +18,7 @@ import yaml
 from rlrecipes.errors import RecipeError
 from rlrecipes.recipe.load import load_profile, load_recipe
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # block path ("" = the top level) -> a minimal valid body, used where a shipped file leaves it out.
 RECIPE_BLOCKS = {"": None, "model": None, "dataset": None, "reward": {"mode": "think"},
                  "logging": {"project": "p"}}

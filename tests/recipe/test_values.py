@@ -18,7 +18,7 @@ from rlrecipes.recipe.load import resolve
 
 ENV = {"WANDB_API_KEY": ""}
 PPO = "qwen2.5-0.5b-gsm8k-ppo"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("override", "message"), [
