@@ -35,6 +35,8 @@ VENV ?= $(VENVS)/dev
 RLRECIPES ?= $(VENV)/bin/rlrecipes
 HOST_VENV ?= $(VENVS)/host
 PYTEST_ARGS ?=
+# `make test` runs on this many pytest-xdist workers (one per core; the Docker tests share one, tests/conftest.py)
+PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 # `make mutation`: modules and time limit, e.g. MUTATION_ARGS='scorer memory --minutes 5'
 MUTATION_ARGS ?=
 VERL_VERSIONS := 0.5.0 0.8.0 0.9.1
@@ -71,7 +73,7 @@ $(VENVS)/verl-%/.stamp: requirements/verl-%-cpu.txt pyproject.toml | $(VENV)/.st
 
 # ---- checks -----------------------------------------------------------------------------------------------
 test: env envs ## run the default CPU test suite (docker tests too when a daemon can be started)
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 mutation: env ## mutmut over the core-rule modules, one bounded run each (MUTATION_ARGS='scorer --minutes 5')
 	$(VENV)/bin/python scripts/mutation.py $(MUTATION_ARGS)

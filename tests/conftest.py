@@ -61,6 +61,15 @@ def has_gpu() -> bool:
         return False
 
 
+def pytest_collection_modifyitems(config, items):
+    """`make test` spreads the suite over pytest-xdist workers (`--dist loadgroup`). Every test that uses the
+    private Docker daemon (support/docker.py) stays on one worker: the daemon, its state dir, the stand-in
+    image tags and the build cache are one per machine. Everything else picks free ports and private dirs."""
+    for item in items:
+        if "docker_env" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("docker"))
+
+
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") and not has_gpu():
         skip_or_fail("gpu", "needs an NVIDIA GPU (nvidia-smi -L failed or is absent)")

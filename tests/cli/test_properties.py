@@ -31,6 +31,9 @@ from hypothesis import strategies as st
 from rlrecipes.cli import COMMANDS, _command_parser, main
 from rlrecipes.watchdog.simulate import save_checkpoint
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("cli/test_properties")
+
 REPO = Path(__file__).resolve().parents[2]
 ALLOWED = {0, 1, 2, 3}
 SKIPPED = {"smoke"}  # trains on a GPU for minutes; its argument errors are in the unit tests

@@ -31,6 +31,9 @@ from rlrecipes.launch.cluster import NodeInfo, Requirement, capacity_problems, c
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.recipe.load import resolve
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("launch/test_cluster_ray")
+
 REPO = Path(__file__).resolve().parents[2]
 NODE_IP = "127.0.0.2"
 GRPO = "qwen2.5-3b-gsm8k-grpo-lora"

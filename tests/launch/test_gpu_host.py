@@ -18,7 +18,8 @@ from support.gpuhost import HOST_IMAGE, INVENTORIES, REPO, doc_blocks, docker_ca
 
 from rlrecipes.recipe.images import IMAGES
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("launch/test_gpu_host")]
 
 VOLUMES = {"rlrecipes_data:/workspace/data", "rlrecipes_models:/workspace/models",
            "rlrecipes_checkpoints:/workspace/checkpoints", "rlrecipes_hf-cache:/workspace/hf-cache",

@@ -40,7 +40,8 @@ SECRETS = {"WANDB_API_KEY": "w" * 40, "HF_TOKEN": "hf_" + "t" * 34, "JUPYTER_PAS
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIStandInKeyOfTheRunPodAccount me@laptop"
 TINI = ["/usr/bin/tini", "--"]
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("launch/test_gpu_host_runpod")]
 
 
 def ports_of(template: dict) -> set[int]:

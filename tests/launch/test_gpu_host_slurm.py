@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPE = "qwen2.5-3b-gsm8k-grpo-lora"
 PLACEHOLDER = "/lustre/me/rlrecipes"
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("launch/test_gpu_host_slurm")]
 
 
 def _free_port() -> int:

@@ -13,6 +13,9 @@ import pytest
 
 from rlrecipes.preflight.chat import ChatTokenizer, compile_template, template_kwargs
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("preflight/test_chat_template")
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "tests" / "fixtures" / "chat_templates"
 

@@ -15,7 +15,8 @@ from rlrecipes.cli import main
 from rlrecipes.recipe.load import list_recipes, load_recipe, resolve
 from rlrecipes.recipe.validate import validate_runs
 
-pytestmark = pytest.mark.verl
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = [pytest.mark.verl, pytest.mark.xdist_group("recipe/test_validate_verl")]
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import pytest
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("repo/test_patch_verl")
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "patch_verl.py"
 

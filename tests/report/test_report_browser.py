@@ -14,6 +14,9 @@ from support.require import skip_or_fail
 
 from rlrecipes.cli import main
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("report/test_report_browser")
+
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "docs" / "bench" / "gpu-data" / "canary" / "g3e4"
 SCREENSHOT = REPO / "docs" / "img" / "canary-report.png"

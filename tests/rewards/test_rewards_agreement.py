@@ -24,6 +24,9 @@ import pytest
 
 from rlrecipes.rewards.gsm8k import compute_score
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("rewards/test_rewards_agreement")
+
 
 REFERENCES = ("verl-strict", "verl-flexible", "lm-strict", "lm-flexible")
 # kind -> the score every response of that kind gets from

@@ -11,6 +11,9 @@ from rlrecipes.errors import RecipeError
 from rlrecipes.rewards.gsm8k import compute_score
 from rlrecipes.smoke import canary, shuffled_reward
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("smoke/test_canary")
+
 
 def test_chained_additions_are_gsm8k_shaped_and_right():
     rows = canary.chained_additions(50, seed=7)

@@ -16,6 +16,9 @@ from rlrecipes.fsutil import sha256_file
 from rlrecipes.plan.architectures import ARCHITECTURES, param_count
 from rlrecipes.smoke import assets as sa
 
+# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("smoke/test_smoke_assets")
+
 REPO = Path(__file__).resolve().parents[2]
 
 
