@@ -22,8 +22,9 @@ from typing import Any
 from rlrecipes.errors import RecipeError
 from rlrecipes.recipe import overrides as ov
 from rlrecipes.recipe.expect_schema import Expectations, parse_expect
-from rlrecipes.recipe.strict import _choice, _count, _fraction, _load_yaml, _strict, _typed, _verl_block
-from rlrecipes.recipe.values import INTERPOLATION, PACKING_ATTENTION, UNSET, check_packing, check_values, resolved
+from rlrecipes.recipe.strict import _choice, _load_yaml, _strict, _typed, _verl_block
+from rlrecipes.recipe.values import (INTERPOLATION, PACKING_ATTENTION, UNSET, at_least, check_packing, check_values,
+                                     fraction, resolved)
 from rlrecipes.recipe.images import IMAGES, Image
 from rlrecipes.paths import PACKAGE_DIR, profiles_dir, recipes_dir
 from rlrecipes.verl.specs import VerlSpec
@@ -129,17 +130,17 @@ def load_profile(name: str) -> Profile:
                           f"(it has: {', '.join(IMAGES[image].rollout_engines)})", where=f"{where}: rollout.engine")
     return Profile(
         name=path.stem, path=path, description=str(data["description"]).strip(), image_name=image,
-        nnodes=_count(data.get("nnodes", 1), f"{where}: nnodes"),
-        gpus_per_node=_count(data["gpus_per_node"], f"{where}: gpus_per_node"),
+        nnodes=at_least(None, data.get("nnodes", 1), 1, f"{where}: nnodes"),
+        gpus_per_node=at_least(None, data["gpus_per_node"], 1, f"{where}: gpus_per_node"),
         gpu=GpuSpec(str(gpu["name"]), float(_typed(gpu["memory_gib"], (int, float), f"{where}: gpu.memory_gib")),
                     str(gpu["compute_capability"])),
         dtype=_choice(data["dtype"], ("bf16", "fp16", "fp32"), f"{where}: dtype"),
         attention=_choice(data["attention"], ("flash_attention_2", "sdpa", "eager"), f"{where}: attention"),
         rollout=engine,
-        tensor_parallel=_count(rollout.get("tensor_parallel", 1), f"{where}: rollout.tensor_parallel"),
+        tensor_parallel=at_least(None, rollout.get("tensor_parallel", 1), 1, f"{where}: rollout.tensor_parallel"),
         gpu_memory_utilization=None if rollout.get("gpu_memory_utilization") is None else
-        _fraction(rollout["gpu_memory_utilization"], f"{where}: rollout.gpu_memory_utilization"),
-        micro_batch_per_gpu={k: _count(v, f"{where}: micro_batch_per_gpu.{k}") for k, v in micro.items()},
+        fraction(rollout["gpu_memory_utilization"], f"{where}: rollout.gpu_memory_utilization"),
+        micro_batch_per_gpu={k: at_least(None, v, 1, f"{where}: micro_batch_per_gpu.{k}") for k, v in micro.items()},
         offload={k: _typed(v, bool, f"{where}: offload.{k}") for k, v in offload.items()},
         gradient_checkpointing=_typed(data.get("gradient_checkpointing", True), bool,
                                       f"{where}: gradient_checkpointing"),

@@ -39,23 +39,6 @@ def _typed(value: Any, kind: type | tuple, where: str) -> Any:
     return value
 
 
-def _count(value: Any, where: str) -> int:
-    """An integer of at least 1 (GPUs, nodes, tensor-parallel size, micro batch)."""
-    value = _typed(value, int, where)
-    if value < 1:
-        raise RecipeError(f"must be at least 1, got {value}", where=where)
-    return value
-
-
-def _fraction(value: Any, where: str) -> float:
-    """A share of something in (0, 1] (gpu_memory_utilization)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RecipeError(f"expected a number in (0, 1], got {type(value).__name__} ({value!r})", where=where)
-    if not 0 < value <= 1:
-        raise RecipeError(f"must be in (0, 1], got {value}", where=where)
-    return float(value)
-
-
 def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
     if value not in choices:
         raise RecipeError(f"{value!r} is not one of {', '.join(choices)}", where=where)

@@ -62,14 +62,33 @@ def resolved(key: str, lookup: Callable[[str], Any], seen: tuple[str, ...] = ())
     return resolved(target, lookup, (*seen, key))
 
 
-def as_int(key: str, value: Any, where: str) -> int:
-    """An integer value: ints and integral floats (1e3); not bools, strings, fractions, NaN."""
+def as_int(key: str | None, value: Any, where: str) -> int:
+    """An integer value: ints and integral floats (1e3); not bools, strings, fractions, NaN.
+
+    `key`: the verl key, for a hint of the command-line fix; None for a profile's own key (a file to edit)."""
+    hint = f"set {key}=<integer>" if key else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = "an interpolation verl resolves later" if isinstance(value, str) and "${" in value else repr(value)
-        raise RecipeError(f"must be an integer, got {kind}", where=where, hint=f"set {key}=<integer>")
+        raise RecipeError(f"must be an integer, got {kind}", where=where, hint=hint)
     if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
-        raise RecipeError(f"must be an integer, got {value!r}", where=where, hint=f"set {key}=<integer>")
+        raise RecipeError(f"must be an integer, got {value!r}", where=where, hint=hint)
     return int(value)
+
+
+def at_least(key: str | None, value: Any, minimum: int, where: str, hint: str | None = None) -> int:
+    """An integer of at least `minimum`: the one rule for counts, whether a profile sets them (GPUs, nodes,
+    tensor parallel, micro batches) or a verl key does (POSITIVE_INTS)."""
+    number = as_int(key, value, where)
+    if number < minimum:
+        raise RecipeError(f"must be >= {minimum}, got {number}", where=where, hint=hint)
+    return number
+
+
+def fraction(value: Any, where: str) -> float:
+    """A share in (0, 1]: gpu_memory_utilization, in a profile or as the verl key (FRACTIONS)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise RecipeError(f"must be a fraction in (0, 1], got {value!r}", where=where)
+    return float(value)
 
 
 def check_values(lookup: Callable[[str], Any], source: Callable[[str], str]) -> list[str]:
@@ -82,10 +101,7 @@ def check_values(lookup: Callable[[str], Any], source: Callable[[str], str]) -> 
         value = resolved(key, lookup)
         if value is UNSET or (value is None and nullable):
             continue  # unset (verl's default) or null where verl takes null
-        number = as_int(key, value, source(key))
-        if number < minimum:
-            raise RecipeError(f"must be >= {minimum}, got {number}", where=source(key),
-                              hint="null leaves it to verl" if nullable else None)
+        at_least(key, value, minimum, source(key), hint="null leaves it to verl" if nullable else None)
     for key in FREQUENCIES:
         value = resolved(key, lookup)
         if value is UNSET:
@@ -107,8 +123,7 @@ def check_values(lookup: Callable[[str], Any], source: Callable[[str], str]) -> 
         value = resolved(key, lookup)
         if value is UNSET:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            raise RecipeError(f"must be a fraction in (0, 1], got {value!r}", where=source(key))
+        fraction(value, source(key))
     return warnings
 
 

@@ -137,6 +137,15 @@ def test_full_profile_reads_every_field(home):
     assert prof.verl == {"trainer.x": 1, "+a.b": {"c": 2}}
 
 
+def test_profile_counts_take_integral_floats_as_verl_keys_do(home):
+    # one rule (values.at_least) for a count in a profile and for the verl key it becomes: 2.0 / 1e0 are 2 / 1
+    profile_file(home, "f", nnodes=1e0, gpus_per_node=2.0, rollout={"engine": "hf", "tensor_parallel": 2.0},
+                 micro_batch_per_gpu={"actor": 4.0})
+    prof = load_profile("f")
+    values = (prof.nnodes, prof.gpus_per_node, prof.tensor_parallel, prof.micro_batch_per_gpu["actor"])
+    assert values == (1, 2, 2, 4) and all(type(v) is int for v in values)
+
+
 @pytest.mark.parametrize("key", ["description", "image", "gpus_per_node", "gpu", "dtype", "attention", "rollout"])
 def test_profile_required_keys(home, key):
     path = profile_file(home, "bad", **{key: DROP})
@@ -163,32 +172,32 @@ def test_profile_required_sub_keys(home, block, key):
     ({"rollout": {"engine": "trt"}}, ": rollout.engine", "'trt' is not one of vllm, sglang, hf", None),
     ({"rollout": {"engine": "vllm"}}, ": rollout.engine", "rollout engine 'vllm' is not installed in image 'p40' "
                                                           "(it has: hf)", None),
-    ({"nnodes": True}, ": nnodes", "expected int, got a boolean", None),
-    ({"gpus_per_node": "2"}, ": gpus_per_node", "expected int, got str ('2')", None),
+    ({"nnodes": True}, ": nnodes", "must be an integer, got True", None),
+    ({"gpus_per_node": "2"}, ": gpus_per_node", "must be an integer, got '2'", None),
     ({"gpu": {**P40["gpu"], "memory_gib": "24G"}}, ": gpu.memory_gib", "expected int or float, got str ('24G')", None),
     ({"dtype": "bf8"}, ": dtype", "'bf8' is not one of bf16, fp16, fp32", None),
     ({"attention": "flash"}, ": attention", "'flash' is not one of flash_attention_2, sdpa, eager", None),
-    ({"rollout": {"engine": "hf", "tensor_parallel": 1.0}}, ": rollout.tensor_parallel",
-     "expected int, got float (1.0)", None),
-    ({"micro_batch_per_gpu": {"log_prob": "4"}}, ": micro_batch_per_gpu.log_prob", "expected int, got str ('4')", None),
+    ({"rollout": {"engine": "hf", "tensor_parallel": 1.5}}, ": rollout.tensor_parallel",
+     "must be an integer, got 1.5", None),
+    ({"micro_batch_per_gpu": {"log_prob": "4"}}, ": micro_batch_per_gpu.log_prob", "must be an integer, got '4'", None),
     ({"offload": {"optimizer": 1}}, ": offload.optimizer", "expected bool, got int (1)", None),
     ({"gradient_checkpointing": "yes please"}, ": gradient_checkpointing", "expected bool, got str ('yes please')",
      None),
     ({"verl": [1]}, ": verl", "expected dict, got list ([1])", None),
-    # hardware counts and shares are checked here: they reach verl as derived keys, not through a verl: block
-    ({"gpus_per_node": 0}, ": gpus_per_node", "must be at least 1, got 0", None),
-    ({"nnodes": -1}, ": nnodes", "must be at least 1, got -1", None),
-    ({"rollout": {"engine": "hf", "tensor_parallel": 0}}, ": rollout.tensor_parallel", "must be at least 1, got 0",
-     None),
-    ({"micro_batch_per_gpu": {"actor": 0}}, ": micro_batch_per_gpu.actor", "must be at least 1, got 0", None),
+    # hardware counts and shares are checked here, by the rules check_values applies to the verl keys they become
+    # (values.at_least, values.fraction): they reach verl as derived keys, not through a verl: block
+    ({"gpus_per_node": 0}, ": gpus_per_node", "must be >= 1, got 0", None),
+    ({"nnodes": -1}, ": nnodes", "must be >= 1, got -1", None),
+    ({"rollout": {"engine": "hf", "tensor_parallel": 0}}, ": rollout.tensor_parallel", "must be >= 1, got 0", None),
+    ({"micro_batch_per_gpu": {"actor": 0}}, ": micro_batch_per_gpu.actor", "must be >= 1, got 0", None),
     ({"rollout": {"engine": "hf", "gpu_memory_utilization": "lots"}}, ": rollout.gpu_memory_utilization",
-     "expected a number in (0, 1], got str ('lots')", None),
+     "must be a fraction in (0, 1], got 'lots'", None),
     ({"rollout": {"engine": "hf", "gpu_memory_utilization": True}}, ": rollout.gpu_memory_utilization",
-     "expected a number in (0, 1], got bool (True)", None),
+     "must be a fraction in (0, 1], got True", None),
     ({"rollout": {"engine": "hf", "gpu_memory_utilization": 0}}, ": rollout.gpu_memory_utilization",
-     "must be in (0, 1], got 0", None),
+     "must be a fraction in (0, 1], got 0", None),
     ({"rollout": {"engine": "hf", "gpu_memory_utilization": 1.2}}, ": rollout.gpu_memory_utilization",
-     "must be in (0, 1], got 1.2", None),
+     "must be a fraction in (0, 1], got 1.2", None),
 ])
 def test_profile_errors_name_the_key(home, changes, where, message, hint):
     path = profile_file(home, "bad", **changes)
