@@ -80,6 +80,14 @@ def lora_param_count(arch: Architecture, rank: int, targets: tuple[str, ...] | s
     return arch.layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in names)
 
 
+def lora_params(run: ResolvedRun, arch: Architecture) -> int:
+    """The adapter's parameter count for the run's own rank and target_modules (0 without LoRA)."""
+    if not run.lora_rank:
+        return 0
+    targets = run.get("actor_rollout_ref.model.target_modules")
+    return lora_param_count(arch, run.lora_rank, targets if isinstance(targets, str) else tuple(targets))
+
+
 def arch_for_hub_id(hub_id: str) -> Architecture | None:
     for arch in ARCHITECTURES.values():
         if arch.hub_id and arch.hub_id.lower() == hub_id.lower():

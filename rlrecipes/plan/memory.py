@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlrecipes.fsutil import human_bytes
-from rlrecipes.plan.architectures import Architecture, architecture, lora_param_count, param_count
+from rlrecipes.plan.architectures import Architecture, architecture, lora_params, param_count
 from rlrecipes.recipe.load import ResolvedRun
 
 GIB = 1024 ** 3
@@ -213,8 +213,7 @@ class _Inputs:
         self.prec = prec = precision(run)
         self.params = params = param_count(arch)
         self.rank = rank = run.lora_rank
-        targets = run.get("actor_rollout_ref.model.target_modules")
-        self.lora = lora_param_count(arch, rank, targets if isinstance(targets, str) else tuple(targets)) if rank else 0
+        self.lora = lora_params(run, arch)
         self.trainable = self.lora or params
         self.separate_ref = run.use_reference_policy and not rank  # LoRA: the actor without adapter is the reference
         self.use_critic = run.use_critic
@@ -476,7 +475,7 @@ def host_ram_need(run: ResolvedRun) -> tuple[float, list[str]]:
     parts: list[tuple[str, float]] = []
     if arch is not None:
         params = param_count(arch)
-        trainable = lora_param_count(arch, run.lora_rank) if run.lora_rank else params
+        trainable = lora_params(run, arch) or params
         c_fsdp = run.image.spec.critic_fsdp
         if run.get("actor_rollout_ref.actor.fsdp_config.optimizer_offload"):
             parts.append(("actor Adam state offloaded", trainable * 8 * share))

@@ -11,7 +11,7 @@ from typing import Any
 
 from rlrecipes.recipe.images import Image
 from rlrecipes.plan.memory import MemoryEstimate, estimate_memory
-from rlrecipes.plan.architectures import Architecture, architecture, lora_param_count, param_count
+from rlrecipes.plan.architectures import Architecture, architecture, lora_params, param_count
 from rlrecipes.recipe.load import ResolvedRun
 from rlrecipes.reference import MeasuredMemory, TimeEstimate, estimate_time, measured_memory
 from rlrecipes.verl import schema
@@ -35,7 +35,7 @@ def checkpoint_bytes(run: ResolvedRun, arch: Architecture | None) -> dict[str, i
     if arch is None:
         return None
     params = param_count(arch)
-    lora = lora_param_count(arch, run.lora_rank) if run.lora_rank else 0
+    lora = lora_params(run, arch)
     trainable = lora or params
     parts = {"actor": (params + lora) * 4 + trainable * 8}
     if run.use_critic:

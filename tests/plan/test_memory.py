@@ -11,7 +11,8 @@ import pytest
 
 from rlrecipes.plan.memory import (GIB, MemoryEstimate, Precision, Term, _dtype_name, estimate_memory, host_ram_need,
                                    precision)
-from rlrecipes.plan.architectures import ARCHITECTURES, lora_param_count, param_count
+from rlrecipes.plan.architectures import ARCHITECTURES, architecture, lora_param_count, param_count
+from rlrecipes.plan.plan import checkpoint_bytes
 from rlrecipes.preflight.inventory import Gpu
 from rlrecipes.recipe.load import resolve
 
@@ -893,6 +894,19 @@ def test_host_ram_need_lora_vllm_and_untied_embeddings(tiny):
     assert need == 155648 + 7072 + 12 * GIB + 8 * GIB + 4 * GIB
     _, tied = host_ram_need(tiny(GRPO, overrides=overrides))
     assert tied[1] == "model loading (4 rank(s) x fp32) 26.4 KiB"
+
+
+def test_host_ram_need_and_checkpoint_bytes_count_the_runs_own_lora_targets(tiny):
+    """target_modules [q_proj, v_proj] at rank 64 on the tiny model (hidden 8, 2 KV heads of 2): q 64 x (8 + 8)
+    + v 64 x (8 + 4) = 1792 per layer, 3584 for two; offloaded Adam 3584 x 8 = 28672 B. All seven projections
+    would be 19456 (the test above): the estimate once counted those whatever the run adapted."""
+    overrides = ["actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+                 "actor_rollout_ref.model.target_modules=[q_proj,v_proj]"]
+    run = tiny(GRPO, overrides=overrides)
+    _, parts = host_ram_need(run)
+    assert parts[0] == "actor Adam state offloaded 28.0 KiB"
+    assert checkpoint_bytes(run, architecture(run)) == {"actor": (TINY_PARAMS + 3584) * 4 + 3584 * 8}
+    assert estimate_memory(run).params["lora_params"] == 3584
 
 
 def test_host_ram_need_of_an_unknown_model(tmp_path):
