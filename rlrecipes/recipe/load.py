@@ -205,15 +205,15 @@ def _resolve_file(name: str, root: Path, kind: str) -> Path:
     elif candidate.is_absolute() or ".." in candidate.parts:
         raise RecipeError(f"{kind} names are paths under {root}: no absolute path and no '..'", where=name,
                           hint=hint)
-    else:
-        path = root / f"{name}.yaml"
+    else:  # `canary-ppo` or `canary-ppo.yaml`, under the root
+        path = root / (name if candidate.suffix == ".yaml" else f"{name}.yaml")
     if kind == "recipe" and profiles_dir().resolve() in path.resolve().parents:
         raise RecipeError(f"{name!r} is a hardware profile, not a recipe", where=str(path),
                           hint=f"pass it as --profile {path.stem}")
     if path.exists():
         return path
     names = list_profiles() if kind == "profile" else list_recipes()
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
+    close = difflib.get_close_matches(name.removesuffix(".yaml"), names, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}?" if close else f"available: {', '.join(names)}"
     raise RecipeError(f"no {kind} named {name!r}", where=str(path), hint=hint)
 

@@ -385,7 +385,10 @@ def test_a_relative_yaml_path_counts_only_when_the_file_exists(home, monkeypatch
     (home / "r").write_text("not a recipe")  # a file named like the recipe in the working directory: ignored
     assert load_recipe("r").name == "r"
     exc = error(load_recipe, "nope.yaml")
-    assert exc.message == "no recipe named 'nope.yaml'"
+    assert (exc.message, exc.where) == ("no recipe named 'nope.yaml'", str(home / "recipes" / "nope.yaml"))
+    assert error(load_recipe, "rr.yaml").hint == "did you mean r?"
+    monkeypatch.chdir(home / "recipes" / "profiles")  # a name with .yaml that is no file here: looked up as a name
+    assert load_recipe("r.yaml").path == home / "recipes" / "r.yaml"
 
 
 def test_a_profile_is_not_a_recipe(home):
