@@ -68,7 +68,8 @@ def as_int(key: str | None, value: Any, where: str) -> int:
     `key`: the verl key, for a hint of the command-line fix; None for a profile's own key (a file to edit)."""
     hint = f"set {key}=<integer>" if key else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        kind = "an interpolation verl resolves later" if isinstance(value, str) and "${" in value else repr(value)
+        kind = ("an interpolation verl resolves later" if isinstance(value, str) and "${" in value else
+                "null (set to null or deleted with ~)" if value is None else repr(value))
         raise RecipeError(f"must be an integer, got {kind}", where=where, hint=hint)
     if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
         raise RecipeError(f"must be an integer, got {value!r}", where=where, hint=hint)
