@@ -238,7 +238,7 @@ def dtype_from_merge_info(model: Path) -> str | None:
     """The dtype `rlrecipes merge` saved the model in (the recipe's), used for both models so that a P40
     (no bf16) evaluates in float32 and the baseline runs in the same precision as the trained model."""
     info = MergeInfo.read(model)
-    return info.dtype if info and info.dtype in MERGE_DTYPES else None
+    return info.dtype if info and info.dtype in MERGE_DTYPES.values() else None
 
 
 def baseline_from_merge_info(model: Path) -> str | None:

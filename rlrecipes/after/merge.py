@@ -33,13 +33,12 @@ from pathlib import Path
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.after.lora_fuse import _torch_dtype, check_fused_logits, compare_to_base, fuse_lora, greedy_sample
-from rlrecipes.after.merge_info import LoraInfo, MergeInfo
+from rlrecipes.after.merge_info import DTYPES, LoraInfo, MergeInfo
 from rlrecipes.after.merge_output import _PARTIAL_PREFIX, check_output, claim_output
 from rlrecipes.ui import run_logged
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
 from rlrecipes.verl.checkpoints import LORA_ADAPTER_DIR
 
-DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
 # Module path of a LoRA tensor in the adapter file verl's merger writes (PEFT's saved-key layout).
 _LORA_KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<ab>[AB])\.weight$")
 

@@ -15,7 +15,7 @@ from typing import Any
 from rlrecipes.fsutil import atomic_write_text
 
 FILE = "merge-info.json"
-DTYPES = ("bfloat16", "float32", "float16")
+DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}  # merge --dtype -> the saved weights' dtype
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class MergeInfo:
     checkpoint: str  # the actor directory merged
     step: int
     recipe: str | None
-    dtype: str  # the saved weights' dtype (one of DTYPES)
+    dtype: str  # the saved weights' dtype (one of DTYPES' values)
     base_hub_id: str | None
     lora: LoraInfo | None = None  # None: full weights, no adapter
     base_model: str | None = None  # the directory compared with (and fused into, for LoRA)
