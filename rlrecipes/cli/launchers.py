@@ -19,9 +19,11 @@ def launchers(args) -> int:
     # Launchers are environment-independent: render them with the documented defaults.
     env = {"WANDB_API_KEY": ""}
     stale = []
+    expected = set()
     for name in list_recipes():
         run = resolve(name, env=env)
         path = launcher_path(run)
+        expected.add(path)
         text = launcher_text(run)
         current = path.read_text() if path.exists() else None
         if current == text:
@@ -32,7 +34,6 @@ def launchers(args) -> int:
         else:
             atomic_write_text(path, text, mode=0o755)
             print(f"wrote {rel}")
-    expected = {launcher_path(resolve(n, env=env)) for n in list_recipes()}
     orphans = sorted(set(recipes_dir().rglob("*.sh")) - expected)
     if args.check:
         problems = [f"stale or missing: {s}" for s in stale] + [f"no recipe for: {o}" for o in orphans]
