@@ -364,7 +364,9 @@ class ResolvedRun:
             return UNSET
         match = INTERPOLATION.match(value) if isinstance(value, str) else None
         if match and match.group(1) not in seen and len(seen) < 10:
-            return self._value(match.group(1), (*seen, key))
+            target = self._value(match.group(1), (*seen, key))
+            # an unset target resolves, as in verl's composed config, to verl's default for it (where known)
+            return self.image.spec.defaults.get(match.group(1), UNSET) if target is UNSET else target
         return value
 
     @property

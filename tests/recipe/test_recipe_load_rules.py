@@ -589,7 +589,11 @@ def test_get_follows_interpolations_up_to_ten_hops():
     assert run.get("k.k2") == "${k.k13}"  # 10 hops, then the text of the eleventh
     assert run.get("k.k0") == "${k.k11}"
     assert run.get("s.a") == "${s.a}" and run.get("t.u") == "${t.u}"  # a loop stops where it closes
-    assert run.get("v", "D") == "D"  # an interpolation of an unset key: as unset
+    assert run.get("v", "D") == "D"  # an interpolation of an unset key verl has no known default for: as unset
+    # ... of an unset key with a known verl default: that default (0.5.0's total_epochs is 30), not the asked key's
+    pointer = _run({"trainer.max_actor_ckpt_to_keep": "${trainer.total_epochs}"})
+    assert pointer.get("trainer.max_actor_ckpt_to_keep") == 30 == pointer.get("trainer.total_epochs")
+    assert pointer.get("trainer.max_actor_ckpt_to_keep", kind=int) == 30
     assert _run({"a": "${b}", "b": 1}).get("a") == "${b}"  # a name without a dot names no config key
 
 
