@@ -34,13 +34,16 @@ uv_install() {
     [ -n "$uv" ] && "$uv" pip install --quiet --python "$venv/bin/python" ${find_links[@]+"${find_links[@]}"} "$@"
 }
 torch_pin=$(grep -Eo '^torch==[^[:space:]#]+\+cpu' "$requirements" || true)
-if [ -n "$torch_pin" ] && ! uv_install --no-deps "$torch_pin"; then
+if [ -n "$torch_pin" ] && ! uv_install --compile-bytecode --no-deps "$torch_pin"; then
     # --no-deps: only torch itself is looked up on the extra index (an unreachable index then costs pip's
     # retries for one name, not for each of torch's dependencies); the -r install below brings those from PyPI.
     "$venv/bin/python" -m pip install --quiet --no-deps \
         --extra-index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}" "$torch_pin"
 fi
-uv_install -r "$requirements" || "$venv/bin/python" -m pip install --quiet -r "$requirements"
+# --compile-bytecode: uv, unlike pip, writes no .pyc at install time. Where PYTHONDONTWRITEBYTECODE is set (as on
+# many CI machines and containers) Python then never caches one either, and every process that imports verl
+# compiles torch, transformers and verl from source again (the cost is measured in docs/benchmarks.md, "CI time").
+uv_install --compile-bytecode -r "$requirements" || "$venv/bin/python" -m pip install --quiet -r "$requirements"
 if [ "${3:-}" = --with-repo ]; then
     uv_install --no-deps -e "$repo" || "$venv/bin/python" -m pip install --quiet --no-deps -e "$repo"
 fi

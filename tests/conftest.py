@@ -61,10 +61,13 @@ def has_gpu() -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into its groups
 def pytest_collection_modifyitems(config, items):
     """`make test` spreads the suite over pytest-xdist workers (`--dist loadgroup`). Every test that uses the
     private Docker daemon (support/docker.py) stays on one worker: the daemon, its state dir, the stand-in
-    image tags and the build cache are one per machine. Everything else picks free ports and private dirs."""
+    image tags and the build cache are one per machine. A module whose fixtures outlive one test names its own
+    group (`pytestmark`; the two real Ray cluster modules share "ray-cluster"), so those fixtures are built once;
+    tests/repo/test_parallel_tests.py holds that rule. Everything else picks free ports and private dirs."""
     for item in items:
         if "docker_env" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("docker"))

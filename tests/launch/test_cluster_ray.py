@@ -31,8 +31,9 @@ from rlrecipes.launch.cluster import NodeInfo, Requirement, capacity_problems, c
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.recipe.load import resolve
 
-# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("launch/test_cluster_ray")
+# one xdist worker runs every real Ray cluster (launch/test_cluster_ray.py, launch/test_gpu_host_slurm.py): each
+# head takes Ray's default dashboard port and /tmp/ray, and the module fixtures are built once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("ray-cluster")
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_IP = "127.0.0.2"

@@ -37,8 +37,9 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPE = "qwen2.5-3b-gsm8k-grpo-lora"
 PLACEHOLDER = "/lustre/me/rlrecipes"
 
-# one xdist worker runs this module: its module fixtures are built once (tests/conftest.py)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("launch/test_gpu_host_slurm")]
+# one xdist worker runs every real Ray cluster (launch/test_cluster_ray.py, launch/test_gpu_host_slurm.py): each
+# head takes Ray's default dashboard port and /tmp/ray, and the module fixtures are built once (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 
 def _free_port() -> int:

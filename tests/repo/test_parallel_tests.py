@@ -6,9 +6,15 @@ test of the private Docker daemon joins the one "docker" group through the fixtu
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
@@ -60,3 +66,74 @@ def test_make_test_runs_on_workers_with_groups():
                          check=True).stdout
     line = next(ln for ln in dry.splitlines() if "-m pytest" in ln)
     assert re.search(r"-m pytest -n 3 --dist loadgroup\b", line), line
+
+
+SUITE = {
+    # the repository's own grouping hook, loaded from tests/conftest.py, and a stand-in for the Docker fixture
+    "conftest.py": f"""
+        import importlib.util, json, os, pytest
+        spec = importlib.util.spec_from_file_location("repo_conftest", {str(TESTS / "conftest.py")!r})
+        repo = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(repo)
+        pytest_collection_modifyitems = repo.pytest_collection_modifyitems
+
+        @pytest.fixture
+        def docker_env():
+            return None
+
+        @pytest.fixture
+        def image(docker_env):  # as p40_standin: a test reaches the daemon through another fixture
+            return None
+
+        @pytest.fixture(autouse=True)
+        def record(request):
+            yield
+            with open({{out!r}}, "a") as f:
+                f.write(json.dumps([request.node.nodeid, os.environ["PYTEST_XDIST_WORKER"]]) + "\\n")
+    """,
+    "test_docker.py": """
+        import pytest
+        @pytest.mark.parametrize("i", range(6))
+        def test_build(image, i):
+            pass
+    """,
+    "test_module_group.py": """
+        import pytest
+        pytestmark = pytest.mark.xdist_group("cluster")
+        @pytest.mark.parametrize("i", range(6))
+        def test_on_the_cluster(i):
+            pass
+    """,
+    "test_free.py": """
+        import pytest
+        @pytest.mark.parametrize("i", range(12))
+        def test_anywhere(i):
+            pass
+    """,
+}
+
+
+@pytest.mark.slow
+def test_groups_hold_under_the_installed_pytest_and_xdist(tmp_path):
+    """The suite `make test` runs, in small: the Docker-fixture tests and a module's marked tests each stay on one
+    worker, with xdist's group suffix on their ids. pytest 9.2 turned this into a silent no-op (pyproject.toml)."""
+    out = tmp_path / "ran.jsonl"
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in SUITE.items():
+        (suite / name).write_text(textwrap.dedent(text).replace("{out!r}", repr(str(out))))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RLRECIPES_"))}
+    env["PYTHONPATH"] = str(TESTS)  # tests/conftest.py imports support.require
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2", "--dist",
+                           "loadgroup", str(suite)], capture_output=True, text=True, cwd=suite, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ran = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(ran) == 24
+    by_file: dict[str, list[tuple[str, str]]] = {}
+    for nodeid, worker in ran:
+        by_file.setdefault(nodeid.split("::")[0], []).append((nodeid, worker))
+    for name, group in (("test_docker.py", "docker"), ("test_module_group.py", "cluster")):
+        assert all(nodeid.endswith(f"@{group}") for nodeid, _ in by_file[name]), by_file[name]
+        assert len({worker for _, worker in by_file[name]}) == 1, by_file[name]
+    assert not any("@" in nodeid for nodeid, _ in by_file["test_free.py"])
+    assert len({worker for _, worker in ran}) == 2  # both workers ran something: the run was parallel
