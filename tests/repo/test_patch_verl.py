@@ -15,10 +15,14 @@ edit would apply."""
 from __future__ import annotations
 
 import ast
+import codecs
+import errno
 import hashlib
 import importlib
 import json
+import locale
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -164,6 +168,31 @@ def test_site_state(text, expected):
     assert (detail == "") == (expected != patch.MISMATCH)
     if expected == patch.MISMATCH:
         assert detail.startswith(f"found anchor {text.count(SITE.anchor)}, replacement ")
+
+
+@pytest.mark.parametrize(("text", "detail"), [
+    ("a\nx = fp16\nb\n", "found anchor 0, replacement 0, marker 0 times in f.py (expected 1 site)"),
+    ("x = bf16\nx = bf16\n", "found anchor 2, replacement 0, marker 0 times in f.py (expected 1 site)"),
+    ("x = bf16\n# rlrecipes-p40\nx = fp32\n",
+     "found anchor 1, replacement 1, marker 1 times in f.py (expected 1 site)"),
+])
+def test_mismatch_detail_of_a_whole_file_edit_names_its_file(text, detail):
+    # an edit without `function` (every p40 edit) scopes the whole file: the detail names the file, not a def line
+    assert patch.apply(text, SITE) == (text, patch.MISMATCH, detail)
+
+
+@pytest.mark.parametrize("sites", [1, 2])
+def test_a_replacement_carrying_its_marker_twice_is_already_applied_once_patched(sites):
+    edit = patch.Edit("twice", "f.py", "x = bf16\n", "# rlrecipes-p40: a\nx = fp32  # rlrecipes-p40\n",
+                      "# rlrecipes-p40", "why", sites=sites)
+    text = "a\nx = bf16\nb\n" * sites
+    new, state, detail = patch.apply(text, edit)
+    patched = "a\n# rlrecipes-p40: a\nx = fp32  # rlrecipes-p40\nb\n" * sites
+    assert (new, state, detail) == (patched, patch.UNPATCHED, "")
+    assert patch.apply(new, edit) == (new, patch.ALREADY, "")
+    # one marker more than the sites' replacements carry is a trace of something else: a mismatch
+    stray = new + "y = 1  # rlrecipes-p40\n"
+    assert patch.apply(stray, edit)[:2] == (stray, patch.MISMATCH)
 
 
 def test_p40_edits_replace_their_anchor_outright():
@@ -581,7 +610,7 @@ def fake_root(tmp_path, model: str = FAKE_MODEL, server: str = FAKE_SERVER) -> P
     root = tmp_path / "verl"
     for rel, text in ((MODEL, model), (SERVER, server), (VERSION, "0.9.1\n")):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+        (root / rel).write_text(text, encoding="utf-8")
     return root
 
 
@@ -780,14 +809,21 @@ def test_a_missing_verl_in_process_is_exit_2_naming_the_directory(tmp_path, caps
         assert (empty.returncode, empty.stdout, empty.stderr) == (2, "", "patch_verl: error: --verl-root is empty\n")
 
 
-def test_a_missing_site_file_in_process_is_a_mismatch_and_nothing_is_written(tmp_path, capsys):
+@pytest.mark.parametrize("missing", [MODEL, SERVER], ids=["model", "server"])
+def test_a_missing_site_file_in_process_is_a_mismatch_and_nothing_is_written(tmp_path, capsys, missing):
+    # the first edit's file missing too: the edits after it are still checked and reported
     root = fake_root(tmp_path)
-    (root / SERVER).unlink()
+    (root / missing).unlink()
     result = run_main(capsys, "hopper", "--verl-root", str(root))
+    gone = {MODEL: "critic-attn", SERVER: "rollout-skip-detokenize"}[missing]
     assert result.returncode == 1
-    assert states(result) == {"critic-attn": "UNPATCHED", "rollout-skip-detokenize": "MISMATCH"}
-    assert f"{SERVER.as_posix()} [rollout-skip-detokenize]: file not found: {root / SERVER}" in result.stderr
-    assert (root / MODEL).read_text() == FAKE_MODEL
+    assert states(result) == {name: "MISMATCH" if name == gone else "UNPATCHED" for name in EDITS}
+    assert result.stderr.splitlines() == [
+        "patch_verl: 1 edit(s) do not match verl 0.9.1 as released; nothing written:",
+        f"  {missing.as_posix()} [{gone}]: file not found: {root / missing}",
+    ]
+    kept = SERVER if missing == MODEL else MODEL
+    assert (root / kept).read_text() == {MODEL: FAKE_MODEL, SERVER: FAKE_SERVER}[kept]
 
 
 def test_verl_root_is_the_importable_verl_package(tmp_path, monkeypatch):
@@ -818,7 +854,8 @@ def test_write_atomically_renames_a_temp_file_beside_the_target_keeping_its_mode
     patch.write_atomically(target, "new\n")
     assert target.read_text() == "new\n" and (target.stat().st_mode & 0o777) == 0o640
     [(src, dst)] = renames
-    assert dst == target and src.parent == target.parent and src.name.startswith(".patch-")
+    # beside the target, named `.patch-<name>.<random>.tmp`: a leftover of a killed build reads as a temp file
+    assert dst == target and src.parent == target.parent and re.fullmatch(r"\.patch-f\.py\.[a-z0-9_]+\.tmp", src.name)
     assert sorted(p.name for p in target.parent.iterdir()) == ["f.py"]
 
 
@@ -826,9 +863,151 @@ def test_help_names_the_options(capsys):
     with pytest.raises(SystemExit) as exit_:
         patch.main(["--help"])
     assert exit_.value.code == 0
-    text = " ".join(capsys.readouterr().out.split())
-    assert "Anchored edits to the installed verl, one table of edits per image" in text
-    assert "whose table of edits: p40 (verl 0.5.0) or hopper (verl 0.9.1)" in text
-    assert "leave this edit unapplied (repeatable)" in text
-    assert "change nothing; exit 1 unless every edit is applied" in text
-    assert "the verl package directory (default: the importable verl)" in text
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
+    usage, _prog, rest = text.split(" ", 2)  # _prog: the running program's name
+    # the description is the docstring's first paragraph only; every option's metavar and help in full
+    assert usage == "usage:" and rest == (
+        "[-h] --image {hopper,p40} [--check] [--verl-root VERL_ROOT] [--skip EDIT] "
+        "Anchored edits to the installed verl, one table of edits per image, applied at image build time. "
+        "options: -h, --help show this help message and exit "
+        "--image {hopper,p40} whose table of edits: p40 (verl 0.5.0) or hopper (verl 0.9.1) "
+        "--check change nothing; exit 1 unless every edit is applied "
+        "--verl-root VERL_ROOT the verl package directory (default: the importable verl) "
+        "--skip EDIT leave this edit unapplied (repeatable): to show what fails without it")
+
+
+def test_a_failed_write_leaves_the_target_as_it_was_and_no_temp_file(tmp_path, monkeypatch):
+    target = tmp_path / "f.py"
+    target.write_text("old\n")
+
+    def fsync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(patch.os, "fsync", fsync)
+    with pytest.raises(OSError, match=r"^\[Errno 5\] Input/output error$"):
+        patch.write_atomically(target, "new\n")
+    assert target.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["f.py"]
+
+
+@pytest.fixture
+def ascii_locale():
+    """A locale whose codec is not UTF-8 (the C locale's ASCII, as with LC_ALL=C and PYTHONUTF8=0) as the default
+    of every open() and read_text() not given an encoding."""
+    if sys.flags.utf8_mode:
+        pytest.skip("Python's UTF-8 mode is on: the locale does not choose the codec")
+    saved = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert codecs.lookup(locale.getpreferredencoding(False)).name == "ascii"
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, saved)
+
+
+def test_verl_files_are_read_and_written_as_utf8_whatever_the_locale(tmp_path, capsys, ascii_locale):
+    model = FAKE_MODEL.replace("import torch\n", "import torch  # \u201cflash\u201d attention \u2014 \u2713\n")
+    root = fake_root(tmp_path, model)
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert result.returncode == 0 and set(states(result).values()) == {"PATCHED"}, result.stdout + result.stderr
+    assert (root / MODEL).read_bytes() == patch.apply(model, EDITS["critic-attn"])[0].encode("utf-8")
+    assert sorted(p.name for p in root.rglob(".patch-*")) == []
+    (root / VERSION).write_text("0.9.1-\u03b2\n", encoding="utf-8")
+    other = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert (other.returncode, other.stdout, other.stderr) == (
+        2, "", f"patch_verl: error: {root}: verl 0.9.1-\u03b2 found; the hopper edits are for verl 0.9.1 only\n")
+
+
+@pytest.mark.parametrize(("image", "found"), [("hopper", "0.5.0"), ("p40", "0.9.1")])
+def test_another_verl_version_in_process_is_exit_2_naming_both(tmp_path, capsys, image, found):
+    root = fake_root(tmp_path)
+    (root / VERSION).write_text(found + "\n")
+    result = run_main(capsys, image, "--verl-root", str(root))
+    want = patch.IMAGES[image].verl
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", f"patch_verl: error: {root}: verl {found} found; the {image} edits are for verl {want} only\n")
+
+
+def test_an_unreadable_site_file_is_exit_2_naming_it_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    # as root, a mode of 000 does not stop a read: the file's read fails as a permission error would
+    root = fake_root(tmp_path)
+    real = Path.read_text
+
+    def read_text(self, *args, **kwargs):
+        if self == root / SERVER:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", f"patch_verl: error: [Errno 13] Permission denied: '{root / SERVER}'\n")
+    monkeypatch.undo()
+    assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == FAKE_SERVER
+
+
+def test_a_site_or_version_file_that_is_not_utf8_is_exit_2_naming_it_and_nothing_is_written(tmp_path, capsys):
+    # a traceback and exit 1 before: the docstring's promise is exit 2 for a site file that cannot be read
+    root = fake_root(tmp_path)
+    (root / SERVER).write_bytes(b"x = 1\n\xff\n")
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", f"patch_verl: error: {root / SERVER}: not UTF-8 text (invalid start byte at byte 6)\n")
+    assert (root / MODEL).read_text() == FAKE_MODEL
+    (root / "version" / "version").write_bytes(b"0.9.1\xfe")
+    result = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert (result.returncode, result.stderr) == (
+        2, f"patch_verl: error: {root / 'version' / 'version'}: not UTF-8 text (invalid start byte at byte 5)\n")
+
+
+@pytest.mark.parametrize("image", sorted(patch.IMAGES))
+def test_skip_of_unknown_names_in_process_is_exit_2_listing_them_and_the_known_ones(tmp_path, capsys, image):
+    result = run_main(capsys, image, "--verl-root", str(tmp_path), "--skip", "zz-no-such", "--skip", "no-such-site")
+    known = ", ".join(e.name for e in patch.IMAGES[image].edits)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", f"patch_verl: error: --skip: unknown edit(s) ['no-such-site', 'zz-no-such']; known: {known}\n")
+
+
+def test_skip_in_process_leaves_the_edit_unpatched_and_check_says_so(tmp_path, capsys):
+    root = fake_root(tmp_path)
+    line = {"critic-attn": f"{root / MODEL} critic-attn (verl #5210)",
+            "rollout-skip-detokenize": f"{root / SERVER} rollout-skip-detokenize (verl PR #7679)"}
+    first = run_main(capsys, "hopper", "--verl-root", str(root), "--skip", "critic-attn")
+    assert (first.returncode, first.stderr) == (0, "") and first.stdout.splitlines() == [
+        f"verl 0.9.1 at {root} (hopper edits)",
+        f"UNPATCHED {line['critic-attn']}",
+        f"PATCHED {line['rollout-skip-detokenize']}",
+        "1 edit(s) patched in 1 file(s); 0 already patched; left unpatched on request: critic-attn",
+    ]
+    assert (root / MODEL).read_text() == FAKE_MODEL and "# rlrecipes: verl PR #7679" in (root / SERVER).read_text()
+
+    check = run_main(capsys, "hopper", "--verl-root", str(root), "--check")
+    assert check.returncode == 1 and check.stdout.splitlines() == [
+        f"verl 0.9.1 at {root} (hopper edits, check only)",
+        f"UNPATCHED {line['critic-attn']}",
+        f"ALREADY {line['rollout-skip-detokenize']}",
+    ]
+    assert check.stderr == "1 of 2 edit(s) unpatched; run without --check to patch\n"
+
+    both = run_main(capsys, "hopper", "--verl-root", str(root), "--skip", "critic-attn",
+                    "--skip", "rollout-skip-detokenize")
+    assert (both.returncode, both.stderr) == (0, "") and both.stdout.splitlines()[1:] == [
+        f"UNPATCHED {line['critic-attn']}",
+        f"ALREADY {line['rollout-skip-detokenize']}",
+        "0 edit(s) patched in 0 file(s); 1 already patched; "
+        "left unpatched on request: critic-attn, rollout-skip-detokenize",
+    ]
+    assert (root / MODEL).read_text() == FAKE_MODEL
+
+    rest = run_main(capsys, "hopper", "--verl-root", str(root))
+    assert (rest.returncode, rest.stderr) == (0, "") and rest.stdout.splitlines()[1:] == [
+        f"PATCHED {line['critic-attn']}",
+        f"ALREADY {line['rollout-skip-detokenize']}",
+        "1 edit(s) patched in 1 file(s); 1 already patched",
+    ]
+    done = run_main(capsys, "hopper", "--verl-root", str(root), "--check")
+    assert (done.returncode, done.stderr) == (0, "") and done.stdout.splitlines() == [
+        f"verl 0.9.1 at {root} (hopper edits, check only)",
+        f"ALREADY {line['critic-attn']}",
+        f"ALREADY {line['rollout-skip-detokenize']}",
+        "all 2 edits applied",
+    ]
