@@ -352,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         version = verl_version(root)
     except OSError as exc:
         return _error(str(exc))
+    except UnicodeDecodeError as exc:
+        return _error(f"{root / 'version' / 'version'}: not UTF-8 text ({exc.reason} at byte {exc.start})")
     if version is None:
         return _error(f"{root}: not a verl package directory (no version/version file)")
     if version != table.verl:
@@ -364,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
                 texts[rel] = (root / rel).read_text(encoding="utf-8")
     except OSError as exc:
         return _error(str(exc))
+    except UnicodeDecodeError as exc:
+        return _error(f"{root / rel}: not UTF-8 text ({exc.reason} at byte {exc.start})")
     new = dict(texts)
     states: list[tuple[Edit, str, str]] = []
     for edit in table.edits:
