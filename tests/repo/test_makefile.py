@@ -134,8 +134,9 @@ def test_env_stamps_make_the_environments_idempotent(tmp_path):
 
 def test_test_target_builds_the_environments_first():
     # PYTEST_ARGS= : a caller's `make test PYTEST_ARGS=...` reaches this sub-make through MAKEFLAGS
-    dry = make("-n", "test", "VENVS=/nonexistent/venvs", "VENV=/nonexistent/venvs/dev", "PYTEST_ARGS=").stdout.splitlines()
-    assert dry[-1].strip() == "/nonexistent/venvs/dev/bin/python -m pytest"
+    dry = make("-n", "test", "VENVS=/nonexistent/venvs", "VENV=/nonexistent/venvs/dev", "PYTEST_ARGS=",
+               "PYTEST_WORKERS=2").stdout.splitlines()
+    assert dry[-1].strip() == "/nonexistent/venvs/dev/bin/python -m pytest -n 2 --dist loadgroup"
     assert any("mkvenv.sh /nonexistent/venvs/dev requirements/dev.txt" in line for line in dry)
     assert sum("mkvenv.sh /nonexistent/venvs/verl-" in line for line in dry) == 3
 
