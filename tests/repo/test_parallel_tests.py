@@ -137,3 +137,18 @@ def test_groups_hold_under_the_installed_pytest_and_xdist(tmp_path):
         assert len({worker for _, worker in by_file[name]}) == 1, by_file[name]
     assert not any("@" in nodeid for nodeid, _ in by_file["test_free.py"])
     assert len({worker for _, worker in ran}) == 2  # both workers ran something: the run was parallel
+
+
+def test_workers_follow_the_cores_up_to_four(tmp_path):
+    """One worker per core, at most 4 (each holds ~1.5 GB with its verl processes); 2 where nproc fails."""
+    fake = tmp_path / "nproc"
+    for cores, workers in (("64", "4"), ("3", "3"), ("1", "1"), (None, "2")):
+        fake.write_text(f"#!/bin/sh\necho {cores}\n" if cores else "#!/bin/sh\nexit 1\n")
+        fake.chmod(0o755)
+        env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+        env.pop("PYTEST_WORKERS", None)
+        env.pop("MAKEFLAGS", None)
+        dry = subprocess.run(["make", "-n", "test"], capture_output=True, text=True, cwd=REPO, env=env,
+                             check=True).stdout
+        line = next(ln for ln in dry.splitlines() if "-m pytest" in ln)
+        assert re.search(rf"-m pytest -n {workers} --dist loadgroup\b", line), (cores, line)
