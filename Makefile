@@ -35,8 +35,9 @@ VENV ?= $(VENVS)/dev
 RLRECIPES ?= $(VENV)/bin/rlrecipes
 HOST_VENV ?= $(VENVS)/host
 PYTEST_ARGS ?=
-# `make test` runs on this many pytest-xdist workers: one per core, at most 4 (each worker and the verl processes
-# it starts hold ~1.5 GB; the Docker tests share one worker, ~10 minutes alone, so more workers gain little)
+# `make test` runs on this many pytest-xdist workers: one per core, at most 4 (in a CI run, ps showed a worker at
+# 0.6-0.8 GB and each verl process it starts at 0.3-0.5 GB more; the Docker tests share one worker, ~10 minutes
+# alone, so more workers gain little)
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -gt 4 ] && n=4; echo "$$n")
 # `make mutation`: modules and time limit, e.g. MUTATION_ARGS='scorer memory --minutes 5'
 MUTATION_ARGS ?=

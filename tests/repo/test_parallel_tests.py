@@ -140,7 +140,8 @@ def test_groups_hold_under_the_installed_pytest_and_xdist(tmp_path):
 
 
 def test_workers_follow_the_cores_up_to_four(tmp_path):
-    """One worker per core, at most 4 (each holds ~1.5 GB with its verl processes); 2 where nproc fails."""
+    """One worker per core, at most 4 (a worker and the verl processes it starts hold over a GB); 2 where nproc
+    fails."""
     fake = tmp_path / "nproc"
     for cores, workers in (("64", "4"), ("3", "3"), ("1", "1"), (None, "2")):
         fake.write_text(f"#!/bin/sh\necho {cores}\n" if cores else "#!/bin/sh\nexit 1\n")
