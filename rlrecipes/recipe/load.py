@@ -366,7 +366,7 @@ class ResolvedRun:
         if match and match.group(1) not in seen and len(seen) < 10:
             target = self._value(match.group(1), (*seen, key))
             # an unset target resolves, as in verl's composed config, to verl's default for it (where known)
-            return self.image.spec.defaults.get(match.group(1), UNSET) if target is UNSET else target
+            return self.image.spec.default(match.group(1), UNSET) if target is UNSET else target
         return value
 
     @property
