@@ -134,6 +134,12 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "rlrecipes expect --log metrics-20260101T000000Z.jsonl --recipe smoke-grpo-lora --profile any-1gpu-hopper "
         "--json",
     ),
+    "stage": (
+        "rlrecipes.cli.stage", "stage",
+        "run one stage of a run as the images' entry point does (run, data, model, preflight, train, resume, ...)",
+        "RECIPE=qwen2.5-0.5b-gsm8k-ppo rlrecipes stage resume trainer.total_epochs=2\n"
+        "rlrecipes stage --recipe canary-grpo-lora --profile any-1gpu-hopper run",
+    ),
     "reproduce": (
         "rlrecipes.cli.reproduce", "reproduce",
         "one run from nothing to its verdict: data, model, train, merge, eval, report, expect -- resumable",

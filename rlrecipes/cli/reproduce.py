@@ -10,15 +10,19 @@ import time
 from pathlib import Path
 
 from rlrecipes.cli.arguments import recipe_arguments, resolve_recipe
-from rlrecipes.errors import EnvironmentMissing
+from rlrecipes.process import signal_name
 from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, Run, plan_stages, run_stage
-from rlrecipes.paths import repo_root
+from rlrecipes.launch.stages import checkpoint_step, require_gpu, where_it_goes_on
 
 
 def reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     recipe_arguments(parser)
     parser.add_argument("--restart", action="store_true", help="forget the finished stages and start over")
     parser.add_argument("--list", action="store_true", help="print the stages and their state; run nothing")
+
+
+def say(message: str, error: bool = False) -> None:
+    print(f"[reproduce] {message}", file=sys.stderr if error else sys.stdout, flush=True)
 
 
 def reproduce(args: argparse.Namespace) -> int:
@@ -30,33 +34,37 @@ def reproduce(args: argparse.Namespace) -> int:
     if args.list:
         for stage in stages:
             info = state.stages.get(stage.name, {})
-            print(f"{stage.name:8} {info.get('status', 'to do'):12} entrypoint.sh {' '.join(stage.argv)}")
+            print(f"{stage.name:8} {info.get('status', 'to do'):12} rlrecipes {' '.join(stage.argv)}")
         return 0
-    entrypoint = repo_root() / "scripts" / "entrypoint.sh"
-    if not entrypoint.is_file():
-        raise EnvironmentMissing("no entry point to run the stages with", where=str(entrypoint),
-                                 hint="run it in an rlrecipes image (make reproduce) or a full checkout "
-                                      "(RLRECIPES_HOME names it)")
+    to_do = [stage for stage in stages if not state.done(stage)]
+    if any(stage.gpu for stage in to_do):
+        require_gpu(f"rlrecipes reproduce {run.name} ({', '.join(s.name for s in to_do if s.gpu)})")
     env = {**os.environ, "RECIPE": run.name, "PROFILE": run.profile.name, **run.paths}
     for stage in stages:
         if state.done(stage):
-            print(f"[reproduce] {stage.name}: done before (exit {state.stages[stage.name]['exit']}); skipped",
-                  flush=True)
+            say(f"{stage.name}: done before (exit {state.stages[stage.name]['exit']}); skipped")
             continue
-        print(f"[reproduce] {stage.name}: entrypoint.sh {' '.join(stage.argv)}", flush=True)
+        say(f"{stage.name}: rlrecipes {' '.join(stage.argv)}")
         state.record(stage, "running", started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         started = time.monotonic()
-        code = run_stage(entrypoint, stage, env)
+        ended = run_stage(stage, env)
         seconds = round(time.monotonic() - started, 1)
-        if code not in stage.verdicts:
-            state.record(stage, "failed", exit=code, seconds=seconds)
-            print(f"[reproduce] {stage.name} failed (exit {code}) after {seconds} s; run the same command "
-                  f"again to go on from {stage.name} (the stages before it are kept)", file=sys.stderr, flush=True)
-            return code
-        state.record(stage, "done", exit=code, seconds=seconds)
-        print(f"[reproduce] {stage.name}: done in {seconds} s", flush=True)
+        if ended.stopped:
+            state.record(stage, "interrupted", exit=ended.status, seconds=seconds,
+                         checkpoint=checkpoint_step(run.ckpt_dir))
+            say(f"{stage.name} stopped by {signal_name(ended.status)} (exit {ended.status}) after {seconds} s; the "
+                f"same command goes on at {stage.name}"
+                + (f", training {where_it_goes_on(run.ckpt_dir)}" if stage.name == "train" else "")
+                + " (the stages before it are kept)", error=True)
+            return ended.status
+        if ended.status not in stage.verdicts:
+            state.record(stage, "failed", exit=ended.status, seconds=seconds)
+            say(f"{stage.name} failed (exit {ended.status}) after {seconds} s; run the same command again to go "
+                f"on from {stage.name} (the stages before it are kept)", error=True)
+            return ended.status
+        state.record(stage, "done", exit=ended.status, seconds=seconds)
+        say(f"{stage.name}: done in {seconds} s")
     verdict = state.stages["expect"]["exit"]
-    print(f"[reproduce] {run.name} on {run.profile.name}: expected result "
-          f"{'met' if verdict == 0 else 'MISSED'} ({run.log_dir / 'expect.json'}; report: "
-          f"{reports_dir / run.name / 'report.html'})", flush=True)
+    say(f"{run.name} on {run.profile.name}: expected result {'met' if verdict == 0 else 'MISSED'} "
+        f"({run.log_dir / 'expect.json'}; report: {reports_dir / run.name / 'report.html'})")
     return verdict

@@ -2,34 +2,37 @@
 
     assets (or data, model) -> train -> merge -> eval -> report -> expect
 
-Every stage is a stage of the image's entry point (scripts/entrypoint.sh), run as its own process, so what
-a stage does is written once, there: `train` is the entry point's `resume` (resume-check, preflight, the
-launcher, a relaunch after a stall), `data` and `model` are its own stages, and `merge`, `eval`, `report`,
-`expect` and the offline asset builders (a recipe's `assets:` key) are rlrecipes commands it passes on.
-This module orders them and remembers which finished.
+A chain over the stage engine (rlrecipes/launch/stages.py): `train` is its `resume` stage (resume-check,
+preflight, the launcher, a relaunch after a stall), `data` and `model` are its own stages, and `merge`, `eval`,
+`report`, `expect` and the offline asset builders (a recipe's `assets:` key) are rlrecipes commands. Each stage
+runs as a process of its own (`python -m rlrecipes ...`, so a stage's GPU memory is freed before the next one),
+started and signalled the one way the engine starts children (rlrecipes/process.py). This module orders
+them and remembers which finished.
 
 State: LOG_DIR/RECIPE/reproduce.json, rewritten atomically after every stage. A stage is done once its
-process exited 0 (expect: 0 or 1, which is its verdict, not a failure). A rerun skips the done stages and
-runs the first one that is not from its start, replacing what it left half-written: the asset builders and
-`data` rebuild what their manifest does not match, `model` resumes its download, verl resumes training at
-its last complete checkpoint (resume-check repairs the tracker first), merge replaces its output
-(--force), eval, report and expect rewrite theirs. The state names the recipe, profile and overrides it
-was started with; a rerun with others is refused, `--restart` starts over.
+process exited 0 (expect: 0 or 1, which is its verdict, not a failure); `failed` with its exit status
+otherwise, and `interrupted` when a stop signal (SIGTERM, SIGINT, SIGHUP) ended it, with the step of the last
+whole checkpoint (`checkpoint`). A rerun skips the done stages and runs the first one that is not from its
+start, replacing what it left half-written: the asset builders and `data` rebuild what their manifest does
+not match, `model` resumes its download, verl resumes training at its last complete checkpoint (resume-check
+repairs the tracker first), merge replaces its output (--force), eval, report and expect rewrite theirs. The
+state names the recipe, profile and overrides it was started with; a rerun with others is refused,
+`--restart` starts over.
 
 Exit status: expect's (0 all that was measured met, 1 something missed), else that of the stage that
-failed (130 / 143 when interrupted).
+failed (130 / 143 / 129 when interrupted).
 """
 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.process import Ended, run_forwarding
 
 STATE_FILE = "reproduce.json"
 STATE_VERSION = 1
@@ -40,8 +43,12 @@ FAST_EVAL_MAX_NEW_TOKENS = 512  # `rlrecipes eval --max-new-tokens`' default  # 
 @dataclass(frozen=True)
 class Stage:
     name: str
-    argv: tuple[str, ...]  # the entry point's arguments: its stage, then that stage's arguments
+    argv: tuple[str, ...]  # an rlrecipes command line: the command (`stage` for the engine's), its arguments
     verdicts: tuple[int, ...] = (0,)  # exit statuses that finish the stage
+    gpu: bool = False  # needs the GPU: a host without one is refused before the first stage
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "rlrecipes", *self.argv]
 
 
 def plan_stages(run, overrides: list[str], reports_dir: Path) -> list[Stage]:
@@ -51,12 +58,13 @@ def plan_stages(run, overrides: list[str], reports_dir: Path) -> list[Stage]:
     logs, name, profile = run.log_dir, run.name, run.profile.name
     merged = models / f"{name}-merged"
     evaluated = merged / "eval"
+    engine = ("stage", "--recipe", name, "--profile", profile)
     stages: list[Stage] = []
     if run.recipe.assets:  # built offline, model and data together (smoke-assets, canary-assets)
         stages.append(Stage("assets", (run.recipe.assets, "--models-dir", str(models),
-                                       "--data-dir", paths["DATA_DIR"])))
+                                       "--data-dir", paths["DATA_DIR"]), gpu=True))
     else:
-        stages += [Stage("data", ("data",)), Stage("model", ("model",))]
+        stages += [Stage("data", (*engine, "data")), Stage("model", (*engine, "model"))]
     # The fast eval generates no longer than the rollout could (what training was scored on), nor longer
     # than its own default.
     max_new = min(FAST_EVAL_MAX_NEW_TOKENS, run.get("data.max_response_length", kind=int))
@@ -64,10 +72,10 @@ def plan_stages(run, overrides: list[str], reports_dir: Path) -> list[Stage]:
     if run.recipe.assets:
         eval_args.append("--skip-lm-eval")  # lm-eval's gsm8k is the hub's GSM8K, not the recipe's offline task
     stages += [
-        Stage("train", ("resume", *overrides)),
+        Stage("train", (*engine, "resume", "--", *overrides), gpu=True),
         Stage("merge", ("merge", str(run.ckpt_dir), "--recipe", name, "--out", str(merged), "--log-dir", str(logs),
                         "--force")),
-        Stage("eval", ("eval", str(merged), *eval_args)),
+        Stage("eval", (*engine, "eval", "--", str(merged), *eval_args), gpu=True),
         Stage("report", ("report", str(logs), "--out", str(reports_dir / name), "--eval", str(evaluated),
                          "--recipe", name, "--profile", profile)),
         Stage("expect", ("expect", str(logs), "--recipe", name, "--profile", profile, "--eval", str(evaluated),
@@ -113,23 +121,7 @@ class Run:
                                                  "stages": self.stages}, indent=2) + "\n")
 
 
-def run_stage(entrypoint: Path, stage: Stage, env: dict[str, str]) -> int:
-    """Run one stage; TERM/INT/HUP reaching this process go on to it (the stop guard saves on them)."""
-    child = subprocess.Popen(["bash", str(entrypoint), *stage.argv], env=env)
-    forwarded: list[int] = []
-
-    def forward(signum, _frame):
-        forwarded.append(signum)
-        child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    try:
-        code = child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if code < 0:  # ended by a signal: report it the way a shell does
-        code = 128 - code
-    if forwarded and code in stage.verdicts:
-        code = 128 + forwarded[0]  # stopped, even if it exited cleanly: not finished
-    return code
+def run_stage(stage: Stage, env: dict[str, str]) -> Ended:
+    """Run one stage as a process of its own; TERM/INT/HUP reaching this process go on to it (the launcher's
+    stop guard lets a checkpoint save in flight finish first)."""
+    return run_forwarding(stage.command(), env)

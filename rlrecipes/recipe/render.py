@@ -122,3 +122,45 @@ def render_run_dir(run: ResolvedRun, out: Path, cli_overrides: list[str], config
     atomic_write_text(out / "manifest.json", json.dumps(manifest(run, cli_overrides), indent=2) + "\n")
     written += [out / "config.yaml", out / "train.sh", out / "manifest.json"]
     return written
+
+
+# What a run directory is rendered from: the same values here mean the same launch (git_commit and paths may
+# differ between two runs of one checkout on one host and do not make another run).
+RUN_DIR_INPUTS = ("recipe", "recipe_file", "recipe_sha256", "profile", "profile_sha256", "cli_overrides")
+
+
+def rendered_manifest(out: Path) -> dict[str, Any] | None:
+    """The manifest of the run directory `out`; None when it never finished (the manifest is written last) or
+    cannot be read."""
+    try:
+        have = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return have if isinstance(have, dict) else None
+
+
+def ensure_run_dir(run: ResolvedRun, out: Path, config_for: Any = None) -> Path:
+    """The launcher of the run directory `out` for `run`: the one there when it was rendered from the same
+    inputs (a run started again goes on with it), rendered anew when it is missing, unfinished or stale in
+    anything but its inputs (it is ours); refused, naming the difference, when it was rendered from other inputs
+    (an edited recipe or profile: the checkpoints under it belong to the launch it describes).
+
+    `config_for(run)` gives the validated verl config for config.yaml (None: the overrides only)."""
+    wanted = manifest(run, [])
+    have = rendered_manifest(out)
+    difference = [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in RUN_DIR_INPUTS
+                  if have is not None and have.get(key) != wanted[key]]
+    if difference:
+        raise RecipeError(
+            "the run directory was rendered from other inputs: " + "; ".join(difference), where=str(out),
+            hint=f"to go on with the inputs as they are now, remove {out} (training resumes from the "
+                 f"checkpoints under {run.ckpt_dir}); to start over, move both aside; or restore the recipe and "
+                 "profile it was rendered from")
+    launcher = out / "train.sh"
+    try:
+        current = have is not None and launcher.read_text(encoding="utf-8") == launcher_text(run)
+    except OSError:
+        current = False
+    if not current:
+        render_run_dir(run, out, [], config_for(run) if config_for else None, force=True)
+    return launcher

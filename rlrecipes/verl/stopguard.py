@@ -5,14 +5,23 @@
 The generated launchers `exec` this (recipes/*.sh), so it is the process `docker stop`, a RunPod stop or Slurm
 signal (through tini, PID 1 of the images). It starts verl as its child and, on SIGTERM or SIGINT:
 
-- no save in flight: forwards the signal to verl at once;
+- no save in flight: stops verl at once;
 - a save in flight (a `global_step_N` above the tracker, written to within the last --quiet seconds): waits
   until verl's tracker names that step (verl writes it last, so the save is whole) or --wait seconds pass,
-  then forwards the signal.
+  then stops verl.
 
-verl itself has no SIGTERM handler: its driver dies, and Ray takes the FSDP workers with it, so a save cut
-there stays half-written -- but never named by the tracker. The guard only buys the save its time; the
-container's stop timeout must be longer than --wait (compose.yaml: stop_grace_period 2m; `docker stop -t`). Exit status: verl's, or 128 + the signal that ended it.
+SIGINT and SIGHUP too (Ctrl-C, a closed terminal). verl runs in a process group of its own
+(rlrecipes/process.py), so a terminal's Ctrl-C reaches it only through this guard. Whatever the signal,
+verl is stopped with SIGTERM: Ray's driver exits on SIGTERM (its handler raises SystemExit, and ray.shutdown at
+exit takes the workers and the vLLM server with it), while a SIGINT left a driver waiting in ray.get running.
+Ray's native failure handler, which would catch that SIGTERM first and print a stack trace (or abort), is
+turned off for verl's processes (RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1, unless set otherwise).
+
+verl itself has no SIGTERM handler that finishes a save: a save cut there stays half-written -- but never
+named by the tracker. The guard only buys the save its time; the container's stop timeout must be longer than
+--wait (compose.yaml: stop_grace_period 2m; `docker stop -t`). Exit status: verl's; 128 + the signal this guard
+received when it stopped verl (143 SIGTERM, 130 SIGINT, 129 SIGHUP), whatever verl then exited with; 75 when it
+stopped a stalled run.
 
 Stdlib only: it runs in every image, before and without anything else of rlrecipes.
 """
@@ -28,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+from rlrecipes.process import shell_status, spawn
 from rlrecipes.verl.checkpoints import STEP_DIR_RE, read_tracker
 
 DEFAULT_WAIT_S = 100.0  # compose.yaml gives 120 s (stop_grace_period: 2m); leave verl time to exit
@@ -106,7 +116,12 @@ def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_
     if stall_poll_s is None:
         stall_poll_s = STALL_POLL_S  # read at call time, so a test can shorten it
     started = time.time()
-    child = subprocess.Popen(command)
+    # Ray's native failure handler catches SIGTERM in verl's driver and prints a stack trace (then, on a GPU
+    # host, aborts: exit 134) instead of letting Ray's own Python handler exit and shut the cluster down
+    # (ray.shutdown at exit: the workers and vLLM go, the GPU is freed). An explicit setting is kept.
+    env = {**os.environ}
+    env.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    child = spawn(command, env)  # its own process group: a terminal's Ctrl-C reaches verl through this guard only
     pending: list[int] = []
     stalled = False
     next_stall_check = time.monotonic() + stall_poll_s
@@ -150,15 +165,17 @@ def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_
                     log(f"global_step_{step} saved" if saved(ckpt_dir, step)
                         else f"global_step_{step} not finished after {wait_s:.0f} s; stopping verl anyway "
                              "(the tracker still names the last whole checkpoint)")
-                child.send_signal(pending[0])
+                child.send_signal(signal.SIGTERM)
                 forwarded = 1
         elif forwarded and len(pending) > forwarded:
             # A second signal (a second Ctrl-C, `docker kill -s TERM`) goes straight through.
-            child.send_signal(pending[forwarded])
+            child.send_signal(signal.SIGTERM)
             forwarded += 1
     if stalled:
         return EXIT_STALLED
-    return code if code >= 0 else 128 - code
+    if forwarded:  # stopped: not finished, whatever verl's own exit status says
+        return 128 + pending[0]
+    return shell_status(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "rlrecipes"
 # lowest first: a module may import from its own layer or below, never from a later one
-LOWER = ("errors", "fsutil", "paths", "ui", "reference", "verl", "recipe", "plan")
+LOWER = ("errors", "fsutil", "process", "paths", "ui", "reference", "verl", "recipe", "plan")
 LATER = ("data", "rewards", "preflight", "smoke", "launch", "watchdog", "after", "report", "cli")
 
 
@@ -88,7 +88,7 @@ def test_lower_layers_import_no_later_stage():
 
 # The stages in the order a run goes through them (the README's map); the shared modules and verl/ come first.
 # smoke/ drives a whole run (train, kill, resume, merge) but imports only what comes before it.
-ORDER = ("errors", "fsutil", "paths", "ui", "reference", "verl", "recipe", "plan", "data", "rewards", "preflight",
+ORDER = ("errors", "fsutil", "process", "paths", "ui", "reference", "verl", "recipe", "plan", "data", "rewards", "preflight",
          "launch", "smoke", "watchdog", "after", "report", "cli")
 
 

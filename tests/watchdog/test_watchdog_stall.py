@@ -146,7 +146,7 @@ def test_a_hanging_trainer_turns_the_watchdog_unhealthy_and_a_resumed_one_health
 def test_the_stop_guard_stops_a_stalled_run_so_a_restart_policy_resumes_it(tmp_path):
     """The trainer runs under the stop guard (as the launchers start it); the watchdog follows its logs.
     On run-stalled the guard stops the hanging trainer and exits 75, which the image's `run` stage
-    turns into a relaunch (tests/launch/test_entrypoint_restarts.py) that resumes from the last whole checkpoint."""
+    turns into a relaunch (tests/launch/test_stages.py) that resumes from the last whole checkpoint."""
     from rlrecipes.verl.stopguard import EXIT_STALLED
 
     ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"

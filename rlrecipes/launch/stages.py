@@ -1,0 +1,244 @@
+"""The stage engine: every stage a run goes through, in one place.
+
+    rlrecipes stage STAGE [ARGS...]     (the images' entry point runs this; RECIPE and PROFILE from the environment)
+
+    run           assets (a recipe built offline) or data + model, then resume         [compose's default]
+    assets        the recipe's offline builder (`assets:` in the recipe: smoke-assets, canary-assets)
+    data          the recipe's dataset as verl parquet under DATA_DIR (skipped when its manifest is there)
+    model         the recipe's base model into MODELS_DIR (a no-op when complete; resumes a cut download)
+    resume-check  repair the checkpoint tracker so verl resumes from the last whole checkpoint
+    preflight     GPUs, memory, disk, shm, model, data; writes the environment the launch needs
+    train         preflight, the Ray cluster check (RAY_ADDRESS), then the recipe's launcher, once
+    resume        resume-check then train; again after a stall (exit 75), at most STALL_RESTARTS times
+    eval          `rlrecipes eval ARGS` with the recipe's own validation file for its fast check
+
+`rlrecipes reproduce` (rlrecipes/launch/reproduce.py) chains these and the after-training commands.
+
+Running a stage again is its recovery: every stage goes on from what the last one left. The data and the
+model are kept when whole, verl resumes from the last checkpoint the tracker names (resume-check repairs the
+tracker first), and the launcher of a profile other than the recipe's own is the run directory
+LOG_DIR/RECIPE/run-PROFILE, reused when it was rendered from the same inputs and refused, naming the
+difference, when it was not (rlrecipes/recipe/render.py: ensure_run_dir).
+
+A stage stopped by SIGTERM, SIGINT or SIGHUP exits 143, 130 or 129 (the launcher's stop guard lets a checkpoint
+save in flight finish first) and says in one line where the same command goes on. Child processes are started
+and signalled one way (rlrecipes/process.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlrecipes.errors import RecipeError
+from rlrecipes.process import Ended, run_forwarding, signal_name
+from rlrecipes.recipe.load import ResolvedRun
+from rlrecipes.verl.checkpoints import read_tracker
+from rlrecipes.verl.stopguard import EXIT_STALLED
+
+STALL_RESTARTS_DEFAULT = 3
+STAGES = ("run", "assets", "data", "model", "resume-check", "preflight", "train", "resume", "eval")
+
+
+def log(message: str) -> None:
+    print(f"[rlrecipes] {message}", file=sys.stderr, flush=True)
+
+
+def rlrecipes_command(argv: list[str]) -> int:
+    """An rlrecipes command run as a process of its own (the one way the engine starts children), with its exit
+    status; a stop signal reaching the engine meanwhile is passed on and ends it with 128 + the signal."""
+    ended = run_forwarding([sys.executable, "-m", "rlrecipes", *argv])
+    if ended.stopped:
+        log(f"`rlrecipes {argv[0]}` stopped by {signal_name(ended.status)} (exit {ended.status}); the same command "
+            "goes on from there")
+    return ended.status
+
+
+def checkpoint_step(ckpt_dir: Path) -> int | None:
+    """The step of the last whole checkpoint (the one verl's tracker names), if any."""
+    tracker = read_tracker(ckpt_dir)
+    return tracker.step if tracker.status == "ok" else None
+
+
+def where_it_goes_on(ckpt_dir: Path) -> str:
+    step = checkpoint_step(ckpt_dir)
+    return (f"from the checkpoint of step {step} ({ckpt_dir})" if step is not None
+            else f"from step 0 (no whole checkpoint under {ckpt_dir} yet)")
+
+
+def stall_restarts(env: dict[str, str]) -> int:
+    raw = env.get("STALL_RESTARTS", str(STALL_RESTARTS_DEFAULT))
+    if not raw.isdigit():
+        raise RecipeError(f"must be a whole number, not {raw!r}", where="STALL_RESTARTS")
+    return int(raw)
+
+
+@dataclass
+class Stages:
+    """The stages of one run: a resolved recipe, the Hydra overrides of its launch, the environment."""
+
+    run: ResolvedRun
+    overrides: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    home: Path = field(default_factory=lambda: Path(os.environ.get("RLRECIPES_HOME") or _repo_root()))
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    def _profile_args(self) -> list[str]:
+        return ["--profile", self.run.profile.name]
+
+    # ---- before training -------------------------------------------------------------------------------
+    def assets(self, *args: str) -> int:
+        if not self.run.recipe.assets:
+            raise RecipeError("has no offline assets (no `assets:` key): its inputs are the data and model stages",
+                              where=str(self.run.recipe.path))
+        paths = self.run.paths
+        return rlrecipes_command([self.run.recipe.assets, "--models-dir", paths["MODELS_DIR"],
+                                  "--data-dir", paths["DATA_DIR"], *args])
+
+    def data(self, *args: str) -> int:
+        out = self.run.data_dir
+        if (out / "manifest.json").is_file() and self.env.get("FORCE_DATA", "0") != "1":
+            log(f"data: {out / 'manifest.json'} exists; skipping (FORCE_DATA=1 rebuilds)")
+            return 0
+        dataset = self.run.recipe.dataset
+        return rlrecipes_command(["data", dataset.name, "--out", str(out), "--template", dataset.template, *args])
+
+    def model(self, *args: str) -> int:
+        return rlrecipes_command(["model", self.name, "--models-dir", self.run.paths["MODELS_DIR"], *args])
+
+    def inputs(self) -> int:
+        """What training reads: the offline assets, or the dataset and the base model."""
+        if self.run.recipe.assets:
+            return self.assets()
+        return self.data() or self.model()
+
+    def resume_check(self) -> int:
+        root = Path(self.run.paths["CKPT_DIR"]) / self.name
+        if not root.is_dir():
+            log(f"resume-check: no checkpoints at {root} yet; training starts at step 0")
+            return 0
+        return rlrecipes_command(["resume-check", "--root", str(root)])
+
+    def preflight(self, *args: str) -> int:
+        return rlrecipes_command(["preflight", self.name, *self._profile_args(), *args, *self.overrides])
+
+    # ---- training --------------------------------------------------------------------------------------
+    def launcher(self) -> Path:
+        """recipes/RECIPE.sh on the recipe's own profile; the run directory's train.sh on another."""
+        if self.run.profile.name == self.run.recipe.profile:
+            launcher = self.home / "recipes" / f"{self.name}.sh"
+            if not launcher.is_file():
+                raise RecipeError("no launcher", where=str(launcher), hint="regenerate it: rlrecipes launchers")
+            return launcher
+        from rlrecipes.recipe.load import resolve
+        from rlrecipes.recipe.render import ensure_run_dir
+
+        plain = resolve(self.name, profile=self.run.profile.name, overrides=[], env=self.env)
+        return ensure_run_dir(plain, self.run.log_dir / f"run-{self.run.profile.name}", _validated_config)
+
+    def train(self) -> int:
+        """preflight, the cluster check, the launcher: once."""
+        env_file = self.run.log_dir / "launch.env"
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        code = self.preflight("--env-file", str(env_file))
+        if code:
+            return code
+        launch_env = {**self.env, **_read_env_file(env_file), **self.run.paths, "RECIPE": self.name}
+        if launch_env.get("RAY_ADDRESS"):
+            code = rlrecipes_command(["cluster", self.name, *self._profile_args(),
+                                      "--wait", launch_env.get("CLUSTER_WAIT", "0"), *self.overrides])
+            if code:
+                return code
+        launcher = self.launcher()
+        log(f"train: bash {launcher} {' '.join(self.overrides)}".rstrip())
+        ended = run_forwarding(["bash", str(launcher), *self.overrides], launch_env)
+        return self._ended("train", ended)
+
+    def resume(self) -> int:
+        """resume-check then train; again after a stall stopped it (exit 75), at most STALL_RESTARTS times."""
+        limit = stall_restarts(self.env)
+        restarts = 0
+        while True:
+            code = self.resume_check() or self.train()
+            if code != EXIT_STALLED:
+                return code
+            if restarts >= limit:
+                log(f"error: the run stalled again after {restarts} relaunch(es) (STALL_RESTARTS={limit}); "
+                    "giving up")
+                return code
+            restarts += 1
+            log(f"the run stalled and was stopped (exit {EXIT_STALLED}); relaunch {restarts} of {limit} "
+                f"{where_it_goes_on(self.run.ckpt_dir)}")
+
+    def run_all(self) -> int:
+        return self.inputs() or self.resume()
+
+    def _ended(self, stage: str, ended: Ended) -> int:
+        if ended.stopped:
+            log(f"{stage} stopped by {signal_name(ended.status)} (exit {ended.status}); the same command goes on "
+                f"{where_it_goes_on(self.run.ckpt_dir)}")
+        return ended.status
+
+    # ---- after training --------------------------------------------------------------------------------
+    def eval(self, *args: str) -> int:
+        # the recipe's validation file for the fast check; ARGS may name another (the last --fast-data wins)
+        return rlrecipes_command(["eval", "--fast-data", str(self.run.get("data.val_files")), *args])
+
+    def dispatch(self, stage: str, args: list[str]) -> int:
+        """Run STAGE; ARGS are Hydra overrides for run/train/resume, the command's own options otherwise."""
+        if stage in ("run", "train", "resume"):
+            self.overrides = list(args)
+            return {"run": self.run_all, "train": self.train, "resume": self.resume}[stage]()
+        if stage == "resume-check":
+            return self.resume_check()
+        return {"assets": self.assets, "data": self.data, "model": self.model, "preflight": self.preflight,
+                "eval": self.eval}[stage](*args)
+
+
+def _repo_root() -> Path:
+    from rlrecipes.paths import repo_root
+
+    return repo_root()
+
+
+def _validated_config(run: ResolvedRun):
+    """The composed verl config for a run directory's config.yaml, or an error naming what verl refused."""
+    from rlrecipes.recipe.validate import validate_runs
+
+    (result,) = validate_runs([run])
+    if not result.ok:
+        raise RecipeError(result.describe(), where=f"{run.name} on {run.profile.name}")
+    return result.config
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    """preflight --env-file's KEY=VALUE lines."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def require_gpu(what: str) -> None:
+    """Refuse, at once, work that needs an NVIDIA GPU on a host without one (what scripts/require-gpu.sh does
+    for the Make targets), pointing at what does run here."""
+    import shutil
+    import subprocess
+
+    from rlrecipes.errors import EnvironmentMissing
+
+    smi = shutil.which("nvidia-smi")
+    try:
+        ok = smi is not None and subprocess.run([smi, "-L"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        raise EnvironmentMissing(
+            f"needs a host with an NVIDIA GPU and driver ({'`nvidia-smi -L` failed' if smi else '`nvidia-smi` is not installed'} here)",
+            where=what, hint="on this host: rlrecipes plan / validate RECIPE, make test")
