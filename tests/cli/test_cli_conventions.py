@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,90 @@ def test_zsh_completion_names_every_command():
     assert proc.stdout.startswith("#compdef rlrecipes")
     for command in ("validate", "plan", "preflight", "watchdog", "completion"):
         assert f"\n    {command}:'" in proc.stdout
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~ ;\[(]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _not_in_host_env() -> set[str]:
+    """Top-level modules of rlrecipes' dependencies (and the image-only torch stack) that the light host
+    environment (requirements/host.txt and what those packages pull in) does not have."""
+    from importlib import metadata
+
+    host = [_name(ln) for ln in (REPO / "requirements" / "host.txt").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+    have, todo = set(), list(host)
+    while todo:
+        dist = todo.pop()
+        if dist in have:
+            continue
+        have.add(dist)
+        try:
+            todo += [_name(r) for r in metadata.requires(dist) or [] if "extra ==" not in r]
+        except metadata.PackageNotFoundError:
+            pass
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    missing = {_name(d) for d in deps} - have | {"torch", "transformers", "verl", "datasets", "vllm"}
+    tops: dict[str, set[str]] = {}
+    for top, dists in metadata.packages_distributions().items():
+        for dist in dists:
+            tops.setdefault(_name(dist), set()).add(top)
+    return {top for dist in missing for top in tops.get(dist, {dist.replace("-", "_")})}
+
+
+def _cli_in_host_env(*args: str) -> subprocess.CompletedProcess:
+    """The CLI as .venvs/host runs it: importing a module the host environment lacks fails."""
+    blocked = sorted(_not_in_host_env())
+    code = ("import sys\n"
+            f"BLOCKED = {blocked!r}\n"
+            "class HostEnv:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.partition('.')[0] in BLOCKED:\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, HostEnv())\n"
+            "from rlrecipes.cli import main\n"
+            "raise SystemExit(main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_the_host_env_lacks_what_host_txt_leaves_out():
+    blocked = _not_in_host_env()
+    assert {"torch", "pyarrow", "numpy"} <= blocked and not {"yaml", "rich", "hydra", "omegaconf"} & blocked
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "tcsh"])
+def test_completion_works_from_the_host_env(shell):
+    """The README's CLI is .venvs/host (requirements/host.txt): completion failed there with "needs shtab"."""
+    proc = _cli_in_host_env("completion", shell)
+    assert proc.returncode == 0, proc.stderr
+    assert "rlrecipes" in proc.stdout and "watchdog" in proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("works", [True, False])
+def test_the_readmes_completion_install_writes_a_script_or_nothing(tmp_path, works):
+    """The README's `rlrecipes completion bash > FILE` left an empty FILE when the command failed."""
+    block = re.search(r"```bash\n(.*?)```", (REPO / "README.md").read_text().split("Shell completion")[1], re.S)
+    line = next(ln for ln in block.group(1).splitlines() if "completion bash" in ln)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "rlrecipes"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -m rlrecipes \"$@\"\n" if works else
+                    "#!/bin/sh\necho 'error: completion needs shtab' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "HOME": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    target = tmp_path / ".local" / "share" / "bash-completion" / "completions" / "rlrecipes"
+    if not works:
+        target.parent.mkdir(parents=True)  # where a plain `> FILE` would leave an empty file
+    proc = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, timeout=120)
+    if works:
+        assert proc.returncode == 0, proc.stderr
+        assert "_shtab_rlrecipes" in target.read_text()
+    else:
+        assert proc.returncode != 0
+        assert not target.exists(), "a failed completion command left a file behind"
 
 
 # ------------------------------------------------------------------------------- -v / -q / level
