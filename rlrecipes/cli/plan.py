@@ -55,9 +55,10 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from rlrecipes import ui
     from rlrecipes.fsutil import human_bytes
 
-    console = Console(width=max(100, Console().width))
+    console = ui.console(width=max(100, Console().width))
     hw, b, s, c = p.hardware, p.batch, p.schedule, p.checkpoints
     table = Table(title=f"plan: {p.recipe} on {p.profile}", show_header=False, title_justify="left")
     table.add_column(style="bold")

@@ -62,7 +62,9 @@ def _print(run, inventory, checks, ctx, env) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(110, Console().width))
+    from rlrecipes import ui
+
+    console = ui.console(width=max(110, Console().width))
     style = {"pass": "[green]pass[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
     source = inventory.source if inventory.gpus else "no GPU detected"
     table = Table(title=f"preflight: {run.name} on {run.profile.name} ({source})", title_justify="left")

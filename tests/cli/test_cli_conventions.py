@@ -3,6 +3,7 @@ closed output pipe without a traceback, and `env` reporting what a bug report ne
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -220,6 +221,42 @@ def test_a_closed_output_pipe_ends_quietly():
         os.close(write_end)
     assert proc.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored" at exit
     assert proc.returncode == EXIT_PIPE_CLOSED
+
+
+TABLES = [["plan", "canary-grpo-lora", "--memory"], ["recipes"],
+          ["preflight", "canary-grpo-lora", "--gpu-inventory", str(REPO / "tests" / "fixtures" / "inventories" /
+                                                                     "a100-80gb-x4.json")]]
+
+
+@pytest.mark.parametrize("args", TABLES, ids=lambda a: a[0])
+def test_a_table_into_a_closed_pipe_ends_with_sigpipes_status(args):
+    """rich's own closed-pipe handler exits 1; the README promises 141, as for --json."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = _cli(*args, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == ""
+    assert proc.returncode == EXIT_PIPE_CLOSED
+
+
+@pytest.mark.parametrize("args", [TABLES[0], TABLES[2]], ids=lambda a: a[0])
+def test_head_of_a_table_ends_with_sigpipes_status(args):
+    """`rlrecipes plan X | head -1`: the reader takes the start, then leaves. The pipe holds 4 KiB, less than
+    the output, so the writer is still writing when the reader leaves (no race)."""
+    whole = _cli(*args).stdout.encode()
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    assert len(whole) > fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ) + 64
+    proc = subprocess.Popen([sys.executable, "-m", "rlrecipes", *args], stdout=write_end, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    os.close(write_end)
+    first = os.read(read_end, 64)
+    os.close(read_end)
+    _, err = proc.communicate(timeout=120)
+    assert first and whole.startswith(first)
+    assert err == "" and proc.returncode == EXIT_PIPE_CLOSED
 
 
 def test_head_reads_the_start_of_the_plan():
