@@ -52,17 +52,18 @@ def plan(args) -> int:
 
 
 def _print_plan(p: Plan, show_memory: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from rlrecipes import ui
     from rlrecipes.fsutil import human_bytes
 
-    console = ui.console(width=max(100, Console().width))
+    # the terminal's width (80 when piped): rich wraps the values at word boundaries; a word longer than its
+    # column (a path in a narrow terminal) is folded rather than cut
+    console = ui.console()
     hw, b, s, c = p.hardware, p.batch, p.schedule, p.checkpoints
     table = Table(title=f"plan: {p.recipe} on {p.profile}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     table.add_row("image", f"{p.image.tag}  ({p.image.dockerfile})")
     table.add_row("hardware", f"{hw.nnodes} node(s) x {hw.gpus_per_node} x {hw.gpu} "
                               f"({hw.gpu_memory_gib:g} GiB) = {hw.gpus} GPU(s); {hw.dtype}, "
@@ -106,8 +107,8 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
     console.print(table)
     if show_memory:
         mt = Table(title="per-GPU memory estimate", title_justify="left")
-        mt.add_column("term")
-        mt.add_column("GiB", justify="right")
+        mt.add_column("term", overflow="fold")
+        mt.add_column("GiB", justify="right", no_wrap=True)
         for term in mem.get("terms", []):
             mt.add_row(term["name"], f"{term['gib']:.2f}")
         console.print(mt)

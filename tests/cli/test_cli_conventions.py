@@ -4,6 +4,7 @@ closed output pipe without a traceback, and `env` reporting what a bug report ne
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -266,6 +267,48 @@ def test_head_reads_the_start_of_the_plan():
     assert proc.stdout == "{"
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr
     assert proc.returncode in (0, EXIT_PIPE_CLOSED)  # 0 when the whole plan fit in the pipe first
+
+
+# ------------------------------------------------------------------------------------ tables at 80 columns
+INVENTORY = "tests/fixtures/inventories/a100-80gb-x4.json"  # as typed in the checkout (a path is one word)
+NARROW_TABLES = [["recipes"], ["plan", "canary-grpo-lora", "--memory"], ["plan", "canary-ppo", "--memory"],
+                 ["plan", "smoke-ppo", "--memory"], ["plan", "qwen2.5-0.5b-gsm8k-ppo", "--memory"],
+                 ["plan", "qwen2.5-3b-gsm8k-grpo-lora", "--memory"],
+                 ["plan", "qwen2.5-3b-gsm8k-grpo-lora", "--profile", "h200-141gb", "--memory"],
+                 ["preflight", "canary-grpo-lora", "--gpu-inventory", INVENTORY, "--memory"],
+                 ["preflight", "qwen2.5-3b-gsm8k-grpo-lora", "--gpu-inventory", INVENTORY, "--memory"]]
+BOX_DRAWING = "".join(chr(c) for c in range(0x2500, 0x2580))
+
+
+def _words(text: str) -> set[str]:
+    return set(re.split(rf"[\s{BOX_DRAWING}]+", text)) - {""}
+
+
+def _table_output(capsys, monkeypatch, columns: int, args: list[str]) -> str:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    main(args)
+    out = capsys.readouterr().out
+    # the plan's launch command is printed to be copied into a shell: its words are never broken, so not wrapped
+    return out.split("\ncommand:\n")[0]
+
+
+@pytest.mark.parametrize("args", NARROW_TABLES, ids=lambda a: " ".join(a[:2] + a[3:4]))
+def test_tables_are_readable_at_80_columns(capsys, monkeypatch, args):
+    """recipes, plan and preflight forced 100-190 columns (or folded words mid-word at 80)."""
+    from rich.cells import cell_len
+
+    from rlrecipes.preflight import host
+
+    monkeypatch.chdir(REPO)
+    facts = functools.lru_cache(host.gather_host_facts)  # the same disk/RAM figures in both renderings
+    monkeypatch.setattr(host, "gather_host_facts", lambda paths, **kw: facts(tuple(paths), **kw))
+    narrow = _table_output(capsys, monkeypatch, 80, args)
+    wide = _table_output(capsys, monkeypatch, 400, args)
+    too_long = [line for line in narrow.splitlines() if cell_len(line) > 80]
+    assert too_long == []
+    # every word at 80 columns is a whole word of the unwrapped rendering: none folded, none cut with an ellipsis
+    assert _words(narrow) - _words(wide) == set(), narrow
+    assert max(cell_len(line) for line in wide.splitlines()) > 80  # the content did need wrapping
 
 
 # ------------------------------------------------------------------------------------- env
