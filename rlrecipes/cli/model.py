@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from rlrecipes.data.model_download import ensure_model
+from rlrecipes.data.model_download import assets_command, ensure_model
 from rlrecipes.errors import RecipeError
 
 
@@ -32,7 +32,7 @@ def model(args: argparse.Namespace) -> int:
 
         run = resolve(args.recipe, env={**os.environ, "MODELS_DIR": str(args.models_dir)})
         raise RecipeError(f"{hub_id} is built offline by `rlrecipes {recipe.assets}`, never downloaded",
-                          where=str(target), hint=run.assets_command)
+                          where=str(target), hint=assets_command(run))
     source = ensure_model(hub_id, args.revision, target, force=args.force)
     if source is None:
         print(f"model: {hub_id} already at {target} (--force downloads again)")

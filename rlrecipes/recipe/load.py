@@ -374,14 +374,6 @@ class ResolvedRun:
         return Path(self.get("actor_rollout_ref.model.path"))
 
     @property
-    def assets_command(self) -> str | None:
-        """The command that builds this run's model and data offline (the recipe's `assets:`), or None."""
-        if not self.recipe.assets:
-            return None
-        return (f"rlrecipes {self.recipe.assets} --models-dir {self.paths['MODELS_DIR']} "
-                f"--data-dir {self.paths['DATA_DIR']}")
-
-    @property
     def ckpt_dir(self) -> Path:
         return Path(self.get("trainer.default_local_dir"))
 

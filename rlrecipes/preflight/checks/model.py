@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from rlrecipes.data.model_download import assets_command
 from rlrecipes.preflight.chat import ChatTokenizer, chat_template, prompt_token_counts, template_kwargs
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 
@@ -56,7 +57,8 @@ def check_model(ctx: Context) -> Check:
     for path in paths:
         problem = _model_problem(path)
         if problem:
-            fix = (f"{run.assets_command} (built offline, never downloaded)" if run.assets_command else
+            built = assets_command(run)
+            fix = (f"{built} (built offline, never downloaded)" if built else
                    f"rlrecipes model {run.name} --models-dir {run.paths['MODELS_DIR']} (make model RECIPE={run.name})")
             return Check("model", FAIL, problem, f"{fix}; or set MODELS_DIR to where it is")
     return Check("model", PASS, f"{', '.join(map(str, paths))}: config, weights and tokenizer readable")
@@ -118,7 +120,8 @@ def check_data(ctx: Context) -> Check:
         for item in value if isinstance(value, list) else [value]:
             problem, n = _data_problem(Path(str(item)))
             if problem:
-                fix = (f"{run.assets_command} (built offline with the model)" if run.assets_command else
+                built = assets_command(run)
+                fix = (f"{built} (built offline with the model)" if built else
                        f"rlrecipes data {run.recipe.dataset.name} --out {run.data_dir} (make data)")
                 return Check("data", FAIL, problem, f"{fix}; or set DATA_DIR to where it is")
             rows[str(item)] = n
