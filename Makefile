@@ -16,7 +16,7 @@ GPUS ?= all
 IMAGE_FAMILY ?= p40
 # Run name under CKPT_DIR/LOG_DIR that merge/eval/report read (default: the recipe's own run).
 RUN ?= $(RECIPE)
-# Extra Hydra overrides for train/resume, e.g. ARGS='trainer.total_epochs=2'; extra options for others.
+# Extra Hydra overrides for plan/validate/train/resume, e.g. ARGS='trainer.total_epochs=2'; extra options for others.
 ARGS ?=
 # Head node address for ray-worker (host:port).
 HEAD ?=
@@ -118,10 +118,10 @@ build-watchdog: ## build the checkpoint watchdog sidecar image (any host)
 
 # ---- recipe stages ----------------------------------------------------------------------------------------
 plan: ## print the resolved plan of RECIPE (image, GPUs, batches, steps, checkpoints, launch)
-	$(HOST_RLRECIPES) plan $(RECIPE) $(PROFILE_ARG)
+	$(HOST_RLRECIPES) plan $(RECIPE) $(PROFILE_ARG) $(ARGS)
 
 validate: env envs ## validate RECIPE against the real schema of its verl version (CPU)
-	$(RLRECIPES) validate $(RECIPE) $(PROFILE_ARG)
+	$(RLRECIPES) validate $(RECIPE) $(PROFILE_ARG) $(ARGS)
 
 launchers: ## regenerate recipes/*.sh from the recipe YAML files
 	$(HOST_RLRECIPES) launchers

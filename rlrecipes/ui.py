@@ -22,6 +22,19 @@ LOG_LEVEL: str | None = None  # "debug" .. "error" when a global option chose on
 PLAIN_EVERY_S = 30.0  # without a terminal, a subprocess's latest line is echoed at most this often
 
 
+def console(**kwargs):
+    """A rich Console on stdout for a command's tables. rich ends the process with exit 1 when the reader of a
+    pipe leaves (Console.on_broken_pipe); this one raises BrokenPipeError instead, which the CLI turns into
+    SIGPIPE's status, 141, like `--json` output and any Unix filter (`rlrecipes plan X | head -1`)."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return PipeConsole(**kwargs)
+
+
 def _console():
     try:
         from rich.console import Console

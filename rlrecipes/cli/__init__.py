@@ -153,8 +153,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "completion": (
         "rlrecipes.cli.completion", "completion",
         "print a shell completion script (bash, zsh or tcsh) for every command and option",
-        "rlrecipes completion bash > ~/.local/share/bash-completion/completions/rlrecipes\n"
-        "rlrecipes completion zsh > \"${fpath[1]}/_rlrecipes\"",
+        "s=$(rlrecipes completion bash) && printf '%s\\n' \"$s\" > ~/.local/share/bash-completion/completions/rlrecipes\n"
+        "s=$(rlrecipes completion zsh) && printf '%s\\n' \"$s\" > \"${fpath[1]}/_rlrecipes\"  # nothing written on failure",
     ),
     "runpod-template": (
         "rlrecipes.cli.runpod_template", "runpod_template",

@@ -6,7 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from rlrecipes.data.model_download import ensure_model
+from rlrecipes.data.model_download import assets_command, ensure_model
+from rlrecipes.errors import RecipeError
 
 
 def model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +24,15 @@ def model(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.recipe)
     hub_id, dir_name = recipe.model.hub_id, recipe.model.dir_name
     target = args.models_dir / dir_name
+    if recipe.assets:  # smoke-assets / canary-assets build it; the hub has no such model
+        if (target / "config.json").is_file():
+            print(f"model: {hub_id} already at {target} (built by `rlrecipes {recipe.assets}`)")
+            return 0
+        from rlrecipes.recipe.load import resolve
+
+        run = resolve(args.recipe, env={**os.environ, "MODELS_DIR": str(args.models_dir)})
+        raise RecipeError(f"{hub_id} is built offline by `rlrecipes {recipe.assets}`, never downloaded",
+                          where=str(target), hint=assets_command(run))
     source = ensure_model(hub_id, args.revision, target, force=args.force)
     if source is None:
         print(f"model: {hub_id} already at {target} (--force downloads again)")

@@ -52,16 +52,18 @@ def plan(args) -> int:
 
 
 def _print_plan(p: Plan, show_memory: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from rlrecipes import ui
     from rlrecipes.fsutil import human_bytes
 
-    console = Console(width=max(100, Console().width))
+    # the terminal's width (80 when piped): rich wraps the values at word boundaries; a word longer than its
+    # column (a path in a narrow terminal) is folded rather than cut
+    console = ui.console()
     hw, b, s, c = p.hardware, p.batch, p.schedule, p.checkpoints
     table = Table(title=f"plan: {p.recipe} on {p.profile}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     table.add_row("image", f"{p.image.tag}  ({p.image.dockerfile})")
     table.add_row("hardware", f"{hw.nnodes} node(s) x {hw.gpus_per_node} x {hw.gpu} "
                               f"({hw.gpu_memory_gib:g} GiB) = {hw.gpus} GPU(s); {hw.dtype}, "
@@ -76,8 +78,7 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
                              f"{b.optimizer_steps_per_step} optimizer step(s) per step; "
                              f"{b.responses_per_gpu_per_mini_batch} responses/GPU/mini batch, micro "
                              f"{b.micro_batch_per_gpu} -> {b.gradient_accumulation} accumulation steps")
-    table.add_row("schedule", f"{s.train_rows} train rows ({s.train_rows_source}) -> "
-                              f"{s.steps_per_epoch} steps/epoch x {s.epochs} epochs = {s.total_steps} steps; "
+    table.add_row("schedule", f"{s.train_rows} train rows ({s.train_rows_source}) -> {s.describe()}; "
                               f"validation every {s.test_freq} steps")
     saves = c.save_steps
     shown = ", ".join(map(str, saves[:8])) + (" ..." if len(saves) > 8 else "")
@@ -85,9 +86,11 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
                                  f"{c.keep_last}; resume {c.resume_mode}")
     table.add_row("disk", f"{human_bytes(c.bytes_per_checkpoint)} per checkpoint; "
                           f"{human_bytes(c.disk_needed_bytes)} for {c.disk_note}")
-    mem = p.memory.as_dict()
-    table.add_row("GPU memory", f"~{mem.get('total_gib', 0):.1f} GiB per GPU of "
-                                f"{hw.gpu_memory_gib:g} GiB (rlrecipes plan --memory for the terms)")
+    if p.memory.known:
+        table.add_row("GPU memory", f"~{_size(p.memory.total_gib, 1)} per GPU of {hw.gpu_memory_gib:g} GiB "
+                                    "(rlrecipes plan --memory for the terms)")
+    else:
+        table.add_row("GPU memory", "not estimated: " + "; ".join(p.memory.notes))
     if p.memory_measured:
         m = p.memory_measured
         parts = "; ".join(f"{what}: {got:g} GiB (estimate {est:g})" for what, got, est, _ in m.phases)
@@ -103,12 +106,12 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
     table.add_row("loggers", f"{p.loggers} -> {p.logs}")
     table.add_row("launch", p.launch)
     console.print(table)
-    if show_memory:
-        mt = Table(title="per-GPU memory estimate", title_justify="left")
-        mt.add_column("term")
-        mt.add_column("GiB", justify="right")
-        for term in mem.get("terms", []):
-            mt.add_row(term["name"], f"{term['gib']:.2f}")
+    if show_memory and p.memory.known:
+        mt = Table(title=f"per-GPU memory estimate at its peak ({p.memory.peak_phase})", title_justify="left")
+        mt.add_column("term", overflow="fold")
+        mt.add_column("size", justify="right", no_wrap=True)
+        for term in p.memory.terms:
+            mt.add_row(term.name, _size(term.gib))
         console.print(mt)
     for warning in p.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -117,3 +120,8 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
 
     head, overrides = p.command[:3], p.command[3:]
     print(" \\\n    ".join([" ".join(head)] + [shell_word(o) for o in overrides]))
+
+
+def _size(gib: float, decimals: int = 2) -> str:
+    """GiB from 1 GiB up; below, MiB (a tiny model's figures are MiB, not "0.0 GiB")."""
+    return f"{gib:.{decimals}f} GiB" if gib >= 1 else f"{gib * 1024:.{decimals - 1}f} MiB"

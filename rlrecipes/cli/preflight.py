@@ -59,28 +59,32 @@ def preflight(args) -> int:
 
 
 def _print(run, inventory, checks, ctx, env) -> None:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console(width=max(110, Console().width))
+    from rlrecipes import ui
+
+    # the terminal's width (80 when piped). Status and name share a column and the fix sits under its message,
+    # so the text has one wide column that rich wraps at word boundaries (a word longer than it, a path in a
+    # narrow terminal, is folded)
+    console = ui.console()
     style = {"pass": "[green]pass[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
     source = inventory.source if inventory.gpus else "no GPU detected"
     table = Table(title=f"preflight: {run.name} on {run.profile.name} ({source})", title_justify="left")
-    table.add_column("status")
-    table.add_column("check", style="bold")
-    table.add_column("message")
-    table.add_column("fix")
+    table.add_column("check", no_wrap=True)
+    table.add_column("message (and the fix)", overflow="fold")
     for c in checks:
-        table.add_row(style[c.status], c.name, c.message, c.fix if c.status != "pass" else "")
+        fix = f"\n[bold]fix:[/] {escape(c.fix)}" if c.fix and c.status != "pass" else ""
+        table.add_row(f"{style[c.status]} [bold]{c.name}[/]", escape(c.message) + fix)
     console.print(table)
     for warning in run.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     if ctx is not None:
         est = ctx.estimate
         mt = Table(title=f"per-GPU memory estimate on {est.gpu_memory_gib:.0f} GiB (GiB)", title_justify="left")
-        mt.add_column("phase")
-        mt.add_column("total", justify="right")
-        mt.add_column("terms, biggest first")
+        mt.add_column("phase", no_wrap=True)
+        mt.add_column("total", justify="right", no_wrap=True)
+        mt.add_column("terms, biggest first", overflow="fold")
         for phase, terms in est.phases.items():
             mark = " (peak)" if phase == est.peak_phase else ""
             shown = sorted((t for t in terms if t.bytes > 0), key=lambda t: -t.bytes)

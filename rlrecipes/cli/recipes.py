@@ -30,10 +30,25 @@ def list_recipes(args) -> int:
                           "verl": p.image.verl, "gpus": p.n_gpus, "gpu": p.gpu.name} for p in profiles],
         }, indent=2))
         return 0
-    print("recipes (recipes/<name>.yaml):")
+    from rich.table import Table
+
+    from rlrecipes import ui
+
+    # the terminal's width (80 when piped): names stay whole, the other columns wrap at word boundaries
+    console = ui.console()
+    table = Table(title="recipes (recipes/<name>.yaml)", title_justify="left")
+    table.add_column("recipe", style="bold", no_wrap=True)
+    table.add_column("what it trains", overflow="fold")
+    table.add_column("profiles", overflow="fold")
     for recipe in recipes:
-        print(f"  {recipe.name:34s} {recipe.description}  [profiles: {', '.join(recipe.profiles)}]")
-    print("profiles (recipes/profiles/<name>.yaml):")
+        table.add_row(recipe.name, recipe.description, ", ".join(recipe.profiles))
+    console.print(table)
+    table = Table(title="profiles (recipes/profiles/<name>.yaml)", title_justify="left")
+    table.add_column("profile", style="bold", no_wrap=True)
+    table.add_column("hardware", overflow="fold")
+    table.add_column("image", no_wrap=True)
+    table.add_column("verl", no_wrap=True)
     for profile in profiles:
-        print(f"  {profile.name:34s} {profile.description}  [image {profile.image_name}, verl {profile.image.verl}]")
+        table.add_row(profile.name, profile.description, profile.image_name, profile.image.verl)
+    console.print(table)
     return 0

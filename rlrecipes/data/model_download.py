@@ -19,13 +19,26 @@ import shutil
 import time
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.fsutil import atomic_write_text
+
+if TYPE_CHECKING:
+    from rlrecipes.recipe.load import ResolvedRun
 
 MARKER = ".rlrecipes-model.json"
 # Weights only as safetensors where the hub has them: the .bin/.pth/.h5 twins of the same weights double
 # the download for nothing. (A repo with only .bin files still downloads them: see _allow_patterns.)
 IGNORE_PATTERNS = ["*.pth", "*.pt", "*.h5", "*.msgpack", "*.ot", "original/*", "onnx/*"]
+
+
+def assets_command(run: ResolvedRun) -> str | None:
+    """The command that builds the run's model and data offline (the recipe's `assets:`): such a model is never
+    downloaded. None for a model from the hub."""
+    if not run.recipe.assets:
+        return None
+    return f"rlrecipes {run.recipe.assets} --models-dir {run.paths['MODELS_DIR']} --data-dir {run.paths['DATA_DIR']}"
 
 
 def is_complete(target: Path) -> bool:

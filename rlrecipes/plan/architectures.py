@@ -56,6 +56,11 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
+# The architecture each offline asset builder (a recipe's `assets:`) builds into the recipe's model directory: such a
+# model has no hub entry, and no config.json to read before the builder has run.
+ASSET_ARCHITECTURES = {"smoke-assets": "tiny", "canary-assets": "tiny"}
+
+
 def param_count(arch: Architecture) -> int:
     """Exact parameter count of a Qwen2 causal LM with this architecture."""
     per_layer = 0
@@ -113,11 +118,13 @@ def arch_from_config(config: dict) -> Architecture:
 
 
 def architecture(run: ResolvedRun) -> Architecture | None:
-    """The run's model: its downloaded config.json when present, else the table entry for its hub id."""
+    """The run's model: its downloaded (or built) config.json when present, else the table entry for its hub id,
+    else the architecture its offline asset builder builds."""
     config = run.model_path / "config.json"
     if config.is_file():
         try:
             return arch_from_config(json.loads(config.read_text()))
         except (ValueError, KeyError):
             pass
-    return arch_for_hub_id(run.recipe.model.hub_id)
+    built = ASSET_ARCHITECTURES.get(run.recipe.assets or "")
+    return arch_for_hub_id(run.recipe.model.hub_id) or (ARCHITECTURES[built] if built else None)

@@ -123,8 +123,25 @@ class Schedule:
     train_rows_source: str
     epochs: int
     steps_per_epoch: int | None
-    total_steps: int | None
+    total_steps: int | None  # the steps the run takes: the epochs' steps, or fewer where total_training_steps caps them
     test_freq: int
+    steps_by_epochs: int | None = None  # steps_per_epoch x epochs
+    total_training_steps: int | None = None  # trainer.total_training_steps, where set
+
+    def describe(self) -> str:
+        """'N steps/epoch x E epochs = T steps', saying what caps it (or that a cap is never reached)."""
+        text = f"{self.steps_per_epoch} steps/epoch x {self.epochs} epochs = "
+        cap, by_epochs = self.total_training_steps, self.steps_by_epochs
+        if cap is None:
+            return text + f"{self.total_steps} steps"
+        if by_epochs is None:
+            return text + f"? steps, capped at {cap} by trainer.total_training_steps"
+        if cap < by_epochs:
+            return text + f"{by_epochs} steps, capped at {cap} by trainer.total_training_steps"
+        if cap > by_epochs:
+            return text + (f"{by_epochs} steps (trainer.total_training_steps={cap} is not reached: verl stops after "
+                           "the last epoch)")
+        return text + f"{by_epochs} steps (= trainer.total_training_steps)"
 
 
 @dataclass(frozen=True)
@@ -203,8 +220,10 @@ def build_plan(run: ResolvedRun) -> Plan:
     rows, rows_source = dataset_rows(run)
     epochs = int(run.get("trainer.total_epochs"))
     steps_per_epoch = rows // batch if rows else None  # verl's train dataloader drops the last partial batch
-    total = run.get("trainer.total_training_steps")
-    total_steps = int(total) if total else (steps_per_epoch * epochs if steps_per_epoch is not None else None)
+    by_epochs = steps_per_epoch * epochs if steps_per_epoch is not None else None
+    cap = int(run.get("trainer.total_training_steps") or 0) or None
+    # verl stops at total_training_steps (is_last_step) or when the epochs' loop ends, whichever comes first
+    total_steps = min(s for s in (cap, by_epochs) if s is not None) if (cap or by_epochs is not None) else None
 
     per_gpu_mini = mini * n // max(1, n_gpus // sp)
     save_freq = int(run.get("trainer.save_freq"))
@@ -239,7 +258,8 @@ def build_plan(run: ResolvedRun) -> Plan:
         ),
         schedule=Schedule(train_rows=rows, train_rows_source=rows_source, epochs=epochs,
                           steps_per_epoch=steps_per_epoch, total_steps=total_steps,
-                          test_freq=run.get("trainer.test_freq")),
+                          test_freq=run.get("trainer.test_freq"), steps_by_epochs=by_epochs,
+                          total_training_steps=cap),
         checkpoints=Checkpoints(dir=str(run.ckpt_dir), save_freq=save_freq, save_steps=saves, keep_last=keep,
                                 resume_mode=run.get("trainer.resume_mode"), bytes_per_checkpoint=one,
                                 parts=ckpt, disk_needed_bytes=disk),

@@ -29,14 +29,14 @@ from pathlib import Path
 
 from rlrecipes.errors import RecipeError
 from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.plan.architectures import ARCHITECTURES
+from rlrecipes.plan.architectures import ARCHITECTURES, ASSET_ARCHITECTURES
 from rlrecipes.smoke.assets import (IM_END, _read_manifest, _replace_dir, asset_dirs, build_model,
                                     build_tokenizer, check_row_counts)
 
 CANARY_MODEL_DIR = "canary-qwen2"
 CANARY_DATA_DIR = "canary-gsm8k"
 MANIFEST = "canary-manifest.json"
-ARCH = "tiny"
+ARCH = ASSET_ARCHITECTURES["canary-assets"]  # what `plan` assumes before the assets exist
 # Generation length of every accuracy check: the canary recipes' data.max_response_length. A worked answer
 # is ~46 tokens; a shorter budget cuts the "#### N" line off and reads as a wrong answer (a 48-token check
 # measured 22.5 % where 64 tokens gave 51.4 % on the same model).

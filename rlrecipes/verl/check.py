@@ -16,6 +16,7 @@ foreign interpreter.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import io
 import json
@@ -163,10 +164,18 @@ def _check_08x(cfg) -> tuple[bool, bool]:
         cfg = migrate_legacy_reward_impl(cfg)
     use_critic, use_ref = need_critic(cfg), need_reference_policy(cfg)
     if use_critic and not os.path.isdir(os.path.expanduser(str(cfg.critic.model.path))):
-        # 0.8's critic validation instantiates HFModelConfig, which reads the model directory.
-        raise FileNotFoundError(
-            f"critic.model.path: model directory {cfg.critic.model.path} does not exist (verl {_version()} reads "
-            "the critic's model config while validating); run `make model` or point MODELS_DIR at it")
+        # Validation checks the config, not the assets (preflight checks the model directory). The actor's
+        # model node (an HFModelConfig, which reads config.json and the tokenizer from the directory when it
+        # is built) sits beside the actor's config and validate_config never builds it; the critic's is
+        # nested in the critic's config and would be built with it. Left as data, as the actor's is: every
+        # setting of the critic is still checked by verl's own CriticConfig.
+        from omegaconf import open_dict
+
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):
+            cfg.critic.model.pop("_target_", None)
+        print(f"NOTICE: critic.model.path {cfg.critic.model.path} does not exist here: the critic's settings were "
+              "checked without reading its model directory (as the actor's are); preflight checks the model")
     rollout = cfg.actor_rollout_ref.rollout
     if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
         # CPU validation environments have no vLLM. validate_config's only vLLM-dependent step is the

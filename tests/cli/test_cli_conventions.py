@@ -3,12 +3,16 @@ closed output pipe without a traceback, and `env` reporting what a bug report ne
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -63,6 +67,90 @@ def test_zsh_completion_names_every_command():
     assert proc.stdout.startswith("#compdef rlrecipes")
     for command in ("validate", "plan", "preflight", "watchdog", "completion"):
         assert f"\n    {command}:'" in proc.stdout
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~ ;\[(]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _not_in_host_env() -> set[str]:
+    """Top-level modules of rlrecipes' dependencies (and the image-only torch stack) that the light host
+    environment (requirements/host.txt and what those packages pull in) does not have."""
+    from importlib import metadata
+
+    host = [_name(ln) for ln in (REPO / "requirements" / "host.txt").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+    have, todo = set(), list(host)
+    while todo:
+        dist = todo.pop()
+        if dist in have:
+            continue
+        have.add(dist)
+        try:
+            todo += [_name(r) for r in metadata.requires(dist) or [] if "extra ==" not in r]
+        except metadata.PackageNotFoundError:
+            pass
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    missing = {_name(d) for d in deps} - have | {"torch", "transformers", "verl", "datasets", "vllm"}
+    tops: dict[str, set[str]] = {}
+    for top, dists in metadata.packages_distributions().items():
+        for dist in dists:
+            tops.setdefault(_name(dist), set()).add(top)
+    return {top for dist in missing for top in tops.get(dist, {dist.replace("-", "_")})}
+
+
+def _cli_in_host_env(*args: str) -> subprocess.CompletedProcess:
+    """The CLI as .venvs/host runs it: importing a module the host environment lacks fails."""
+    blocked = sorted(_not_in_host_env())
+    code = ("import sys\n"
+            f"BLOCKED = {blocked!r}\n"
+            "class HostEnv:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.partition('.')[0] in BLOCKED:\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, HostEnv())\n"
+            "from rlrecipes.cli import main\n"
+            "raise SystemExit(main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_the_host_env_lacks_what_host_txt_leaves_out():
+    blocked = _not_in_host_env()
+    assert {"torch", "pyarrow", "numpy"} <= blocked and not {"yaml", "rich", "hydra", "omegaconf"} & blocked
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "tcsh"])
+def test_completion_works_from_the_host_env(shell):
+    """The README's CLI is .venvs/host (requirements/host.txt): completion failed there with "needs shtab"."""
+    proc = _cli_in_host_env("completion", shell)
+    assert proc.returncode == 0, proc.stderr
+    assert "rlrecipes" in proc.stdout and "watchdog" in proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("works", [True, False])
+def test_the_readmes_completion_install_writes_a_script_or_nothing(tmp_path, works):
+    """The README's `rlrecipes completion bash > FILE` left an empty FILE when the command failed."""
+    block = re.search(r"```bash\n(.*?)```", (REPO / "README.md").read_text().split("Shell completion")[1], re.S)
+    line = next(ln for ln in block.group(1).splitlines() if "completion bash" in ln)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "rlrecipes"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -m rlrecipes \"$@\"\n" if works else
+                    "#!/bin/sh\necho 'error: completion needs shtab' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "HOME": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    target = tmp_path / ".local" / "share" / "bash-completion" / "completions" / "rlrecipes"
+    if not works:
+        target.parent.mkdir(parents=True)  # where a plain `> FILE` would leave an empty file
+    proc = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, timeout=120)
+    if works:
+        assert proc.returncode == 0, proc.stderr
+        assert "_shtab_rlrecipes" in target.read_text()
+    else:
+        assert proc.returncode != 0
+        assert not target.exists(), "a failed completion command left a file behind"
 
 
 # ------------------------------------------------------------------------------- -v / -q / level
@@ -136,6 +224,42 @@ def test_a_closed_output_pipe_ends_quietly():
     assert proc.returncode == EXIT_PIPE_CLOSED
 
 
+TABLES = [["plan", "canary-grpo-lora", "--memory"], ["recipes"],
+          ["preflight", "canary-grpo-lora", "--gpu-inventory", str(REPO / "tests" / "fixtures" / "inventories" /
+                                                                     "a100-80gb-x4.json")]]
+
+
+@pytest.mark.parametrize("args", TABLES, ids=lambda a: a[0])
+def test_a_table_into_a_closed_pipe_ends_with_sigpipes_status(args):
+    """rich's own closed-pipe handler exits 1; the README promises 141, as for --json."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = _cli(*args, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == ""
+    assert proc.returncode == EXIT_PIPE_CLOSED
+
+
+@pytest.mark.parametrize("args", [TABLES[0], TABLES[2]], ids=lambda a: a[0])
+def test_head_of_a_table_ends_with_sigpipes_status(args):
+    """`rlrecipes plan X | head -1`: the reader takes the start, then leaves. The pipe holds 4 KiB, less than
+    the output, so the writer is still writing when the reader leaves (no race)."""
+    whole = _cli(*args).stdout.encode()
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    assert len(whole) > fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ) + 64
+    proc = subprocess.Popen([sys.executable, "-m", "rlrecipes", *args], stdout=write_end, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    os.close(write_end)
+    first = os.read(read_end, 64)
+    os.close(read_end)
+    _, err = proc.communicate(timeout=120)
+    assert first and whole.startswith(first)
+    assert err == "" and proc.returncode == EXIT_PIPE_CLOSED
+
+
 def test_head_reads_the_start_of_the_plan():
     proc = subprocess.run(f"set -o pipefail; {sys.executable} -m rlrecipes plan qwen2.5-3b-gsm8k-grpo-lora --json "
                           "| head -c 1", shell=True, executable="bash", capture_output=True, text=True, cwd=REPO,
@@ -143,6 +267,48 @@ def test_head_reads_the_start_of_the_plan():
     assert proc.stdout == "{"
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr
     assert proc.returncode in (0, EXIT_PIPE_CLOSED)  # 0 when the whole plan fit in the pipe first
+
+
+# ------------------------------------------------------------------------------------ tables at 80 columns
+INVENTORY = "tests/fixtures/inventories/a100-80gb-x4.json"  # as typed in the checkout (a path is one word)
+NARROW_TABLES = [["recipes"], ["plan", "canary-grpo-lora", "--memory"], ["plan", "canary-ppo", "--memory"],
+                 ["plan", "smoke-ppo", "--memory"], ["plan", "qwen2.5-0.5b-gsm8k-ppo", "--memory"],
+                 ["plan", "qwen2.5-3b-gsm8k-grpo-lora", "--memory"],
+                 ["plan", "qwen2.5-3b-gsm8k-grpo-lora", "--profile", "h200-141gb", "--memory"],
+                 ["preflight", "canary-grpo-lora", "--gpu-inventory", INVENTORY, "--memory"],
+                 ["preflight", "qwen2.5-3b-gsm8k-grpo-lora", "--gpu-inventory", INVENTORY, "--memory"]]
+BOX_DRAWING = "".join(chr(c) for c in range(0x2500, 0x2580))
+
+
+def _words(text: str) -> set[str]:
+    return set(re.split(rf"[\s{BOX_DRAWING}]+", text)) - {""}
+
+
+def _table_output(capsys, monkeypatch, columns: int, args: list[str]) -> str:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    main(args)
+    out = capsys.readouterr().out
+    # the plan's launch command is printed to be copied into a shell: its words are never broken, so not wrapped
+    return out.split("\ncommand:\n")[0]
+
+
+@pytest.mark.parametrize("args", NARROW_TABLES, ids=lambda a: " ".join(a[:2] + a[3:4]))
+def test_tables_are_readable_at_80_columns(capsys, monkeypatch, args):
+    """recipes, plan and preflight forced 100-190 columns (or folded words mid-word at 80)."""
+    from rich.cells import cell_len
+
+    from rlrecipes.preflight import host
+
+    monkeypatch.chdir(REPO)
+    facts = functools.lru_cache(host.gather_host_facts)  # the same disk/RAM figures in both renderings
+    monkeypatch.setattr(host, "gather_host_facts", lambda paths, **kw: facts(tuple(paths), **kw))
+    narrow = _table_output(capsys, monkeypatch, 80, args)
+    wide = _table_output(capsys, monkeypatch, 400, args)
+    too_long = [line for line in narrow.splitlines() if cell_len(line) > 80]
+    assert too_long == []
+    # every word at 80 columns is a whole word of the unwrapped rendering: none folded, none cut with an ellipsis
+    assert _words(narrow) - _words(wide) == set(), narrow
+    assert max(cell_len(line) for line in wide.splitlines()) > 80  # the content did need wrapping
 
 
 # ------------------------------------------------------------------------------------- env

@@ -110,13 +110,13 @@ def fake_hub():
     server.shutdown()
 
 
-def run_model(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def run_model(tmp_path: Path, *args: str, recipe: str = RECIPE, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("HF_", "HUGGINGFACE_", "HUGGING_FACE_")) and k != "TRANSFORMERS_OFFLINE"}
     base.update({"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1",
                  "HF_HUB_DISABLE_XET": "1", "PYTHONPATH": str(REPO)})
     base.update(env)
-    return subprocess.run([sys.executable, "-m", "rlrecipes", "model", RECIPE, "--models-dir",
+    return subprocess.run([sys.executable, "-m", "rlrecipes", "model", recipe, "--models-dir",
                            str(tmp_path / "models"), *args],
                           capture_output=True, text=True, env=base, cwd=REPO, timeout=120)
 
@@ -230,3 +230,18 @@ def test_unknown_recipe_exits_2(tmp_path):
                           env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert proc.returncode == 2
     assert "no-such-recipe" in proc.stderr
+
+
+def test_a_recipe_built_offline_is_never_downloaded(tmp_path, fake_hub):
+    """canary-grpo-lora's model is built by `rlrecipes canary-assets`: `make model` names that command."""
+    proc = run_model(tmp_path, HF_ENDPOINT=fake_hub, recipe="canary-grpo-lora")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "rlrecipes/canary-qwen2 is built offline by `rlrecipes canary-assets`, never downloaded" in proc.stderr
+    assert f"rlrecipes canary-assets --models-dir {tmp_path / 'models'} --data-dir" in proc.stderr
+    assert FakeHub.requests == []
+    built = tmp_path / "models" / "canary-qwen2"
+    built.mkdir(parents=True)
+    (built / "config.json").write_text("{}")
+    proc = run_model(tmp_path, HF_ENDPOINT=fake_hub, recipe="canary-grpo-lora")
+    assert proc.returncode == 0, proc.stderr
+    assert f"already at {built}" in proc.stdout and FakeHub.requests == []

@@ -5,6 +5,7 @@ moving the right terms."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -291,8 +292,15 @@ def test_model_config_json_overrides_the_table(tmp_path):
     assert est.total_gib < estimate_memory(run_of(PPO)).total_gib / 5  # the tiny config, not the table's 0.5B
 
 
+def unknown_model_run(tmp_path):
+    """A recipe whose model has no table entry, no config.json and no offline builder."""
+    run = resolve("qwen2.5-0.5b-gsm8k-ppo", env={"MODELS_DIR": str(tmp_path)})
+    model = dataclasses.replace(run.recipe.model, hub_id="example/unknown-7b")
+    return dataclasses.replace(run, recipe=dataclasses.replace(run.recipe, model=model))
+
+
 def test_unknown_model_is_reported_not_guessed(tmp_path):
-    run = resolve("smoke-ppo", env={"MODELS_DIR": str(tmp_path)})  # rlrecipes/smoke-tiny: no table entry
+    run = unknown_model_run(tmp_path)
     est = estimate_memory(run)
     assert est.known is False and est.phases == {} and "unknown architecture" in est.notes[0]
     assert est.as_dict()["total_gib"] == 0
@@ -781,8 +789,19 @@ def test_a_gpu_without_a_memory_reading_plans_against_the_profile(tiny, gpu):
     assert est.gpu_memory_gib == 80.0 and est.engine_share_gib == 0.8 * 80
 
 
+@pytest.mark.parametrize("recipe", ["smoke-ppo", "smoke-grpo-lora", "canary-ppo", "canary-grpo-lora"])
+def test_a_model_built_offline_has_the_architecture_its_builder_builds(recipe, tmp_path):
+    """smoke-/canary-assets build the `tiny` Qwen2 (no hub entry, no config.json before they run): the plan
+    said "GPU memory ~0.0 GiB" with an empty term table."""
+    run = resolve(recipe, env={"MODELS_DIR": str(tmp_path)})
+    assert architecture(run) == ARCHITECTURES["tiny"]
+    est = estimate_memory(run)
+    assert est.known and est.params["params"] == param_count(ARCHITECTURES["tiny"])
+    assert est.terms and est.total_gib > 0.5  # the CUDA context alone is 0.5 GiB
+
+
 def test_unknown_architecture_note_in_full(tmp_path):
-    run = resolve("smoke-ppo", env={"MODELS_DIR": str(tmp_path)})
+    run = unknown_model_run(tmp_path)
     est = estimate_memory(run, inventory_gpu=Gpu(0, "X", 12288, "8.0"))
     assert est.notes == [f"unknown architecture for {run.recipe.model.hub_id}: no config.json in {run.model_path} "
                          "and no entry in rlrecipes.plan.architectures.ARCHITECTURES"]
@@ -910,8 +929,8 @@ def test_host_ram_need_and_checkpoint_bytes_count_the_runs_own_lora_targets(tiny
 
 
 def test_host_ram_need_of_an_unknown_model(tmp_path):
-    """No architecture: the processes alone (smoke-ppo: one GPU, HF generate)."""
-    need, parts = host_ram_need(resolve("smoke-ppo", env={"MODELS_DIR": str(tmp_path)}))
+    """No architecture: the processes alone (the P40 profile: one GPU, HF generate)."""
+    need, parts = host_ram_need(unknown_model_run(tmp_path))
     assert (need, parts) == (7 * GIB, ["1 worker process(es) 3.0 GiB", "Ray head, driver, dataloader 4.0 GiB"])
 
 

@@ -392,6 +392,18 @@ def test_data_problems(tmp_path):
     assert got.status == "pass" and "train.parquet: 3 rows" in got.message
 
 
+@pytest.mark.parametrize("recipe", ["canary-grpo-lora", "smoke-ppo"])
+def test_missing_offline_assets_name_their_builder_not_a_download(recipe, tmp_path):
+    run = run_for(tmp_path, recipe)
+    checks = checks_by_name(run, inv("a100-80gb-x4"), host_for(run))
+    builder = (f"rlrecipes {run.recipe.assets} --models-dir {tmp_path / 'models'} "
+               f"--data-dir {tmp_path / 'data'}")
+    for name in ("model", "data"):
+        assert checks[name].status == "fail"
+        assert builder in checks[name].fix, checks[name].fix
+        assert "make model" not in checks[name].fix and "make data" not in checks[name].fix
+
+
 @pytest.mark.parametrize("overrides,status,fragment", [
     (["data.max_prompt_length=800"], "pass", "<= data.max_prompt_length=800"),
     (["data.max_prompt_length=300", "data.filter_overlong_prompts=true"], "warn", "filter_overlong_prompts drops them"),

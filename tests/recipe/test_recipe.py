@@ -3,6 +3,7 @@ plan arithmetic and generated launchers."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -291,6 +292,43 @@ def test_plan_of_the_p40_recipe_counts_the_critic():
     assert plan.batch.gradient_accumulation == 16  # 64 responses / micro 4
     params = 494032768
     assert plan.checkpoints.parts == {"actor": params * 12, "critic": params * 12}
+
+
+def test_plan_of_a_capped_recipe_says_what_caps_it(capsys):
+    """canary-grpo-lora: 64 steps/epoch x 2 epochs, trainer.total_training_steps=60 -- the plan printed
+    "= 60 steps" without saying why."""
+    plan = build_plan(resolve("canary-grpo-lora", env=ENV))
+    s = plan.schedule
+    assert (s.steps_per_epoch, s.epochs, s.steps_by_epochs, s.total_training_steps, s.total_steps) == (64, 2, 128, 60, 60)
+    assert plan.checkpoints.save_steps == [30, 60]
+    # a cap beyond the epochs is never reached: verl's loop ends with the last epoch
+    long = build_plan(resolve("canary-grpo-lora", overrides=["trainer.total_training_steps=500"], env=ENV)).schedule
+    assert (long.steps_by_epochs, long.total_training_steps, long.total_steps) == (128, 500, 128)
+    def printed(*argv: str) -> str:  # the plan's text, its table's wrapping undone
+        assert main(["plan", *argv]) == 0
+        return " ".join(re.sub(r"[\u2500-\u257f]", " ", capsys.readouterr().out).split())
+
+    assert "64 steps/epoch x 2 epochs = 128 steps, capped at 60 by trainer.total_training_steps;" in printed(
+        "canary-grpo-lora")
+    assert ("= 128 steps (trainer.total_training_steps=500 is not reached: verl stops after the last epoch);"
+            in printed("canary-grpo-lora", "trainer.total_training_steps=500"))
+    assert "7 steps/epoch x 5 epochs = 35 steps; validation" in printed("qwen2.5-3b-gsm8k-grpo-lora")
+
+
+def test_plan_of_a_tiny_model_prints_its_memory(capsys, monkeypatch):
+    """The canary's GPU memory was "~0.0 GiB" and its --memory table empty (its model is built offline)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("MODELS_DIR", "/nonexistent/models")  # not built yet: the builder's architecture
+    assert main(["plan", "canary-grpo-lora", "--memory"]) == 0
+    out = capsys.readouterr().out
+    gpu_memory = re.search(r"GPU memory +│ ~(\d+\.\d) GiB per GPU of 16 GiB", out)
+    assert gpu_memory and 1 < float(gpu_memory.group(1)) < 4, out
+    table = out.split("per-GPU memory estimate at its peak (update_actor)")[1]
+    assert re.search(r"│ CUDA context \+ allocator +│ +512\.0 MiB │", table), table
+    assert re.search(r"│ actor weights +│ +\d+\.\d MiB │", table), table
+    assert main(["plan", "smoke-grpo-lora"]) == 0
+    gpu_memory = re.search(r"GPU memory +│ ~(\d+) MiB per GPU of 16 GiB", capsys.readouterr().out)
+    assert gpu_memory and 512 < int(gpu_memory.group(1)) < 1024  # below 1 GiB: in MiB
 
 
 def test_plan_uses_the_data_manifest_when_present(tmp_path):

@@ -1,9 +1,11 @@
 """The package shows the pipeline: the README's map names every stage package and shared module that exists
 (and nothing that does not), few modules stay at the top, and the lower layers (shared modules, verl/,
-recipe/, plan/) import nothing from the stages that come after them."""
+recipe/, plan/) import nothing from the stages that come after them. The README's counts and lists of what the
+code has (preflight checks, the commands that take --json) are read from the code, not typed."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 from pathlib import Path
@@ -48,6 +50,27 @@ def test_readme_map_names_nothing_that_does_not_exist():
             where = [current] if current else [PACKAGE]
             where += [p.parent for p in PACKAGE.rglob(name)]
             assert any((folder / name).is_file() for folder in where if folder), f"the map names {name}: no such file"
+
+
+def readme_text() -> str:
+    return " ".join((REPO / "README.md").read_text().split())
+
+
+def test_readme_counts_every_preflight_check():
+    from rlrecipes.preflight.checks import CHECK_NAMES
+
+    counts = re.findall(r"with the fix for (\d+) checks", readme_text())
+    assert counts == [str(len(CHECK_NAMES))], f"the registry has {len(CHECK_NAMES)} checks; the README says {counts}"
+
+
+def test_readme_lists_every_command_that_takes_json():
+    from rlrecipes.cli import build_parser
+
+    sub = next(a for a in build_parser(full=True)._actions if isinstance(a, argparse._SubParsersAction))
+    takes_json = {name for name, parser in sub.choices.items() if "--json" in parser._option_string_actions}
+    listed = re.search(r"`--json` on (.*?) prints machine-readable output", readme_text())
+    assert listed, "the README's --json sentence is not where it was"
+    assert set(re.findall(r"`([a-z-]+)`", listed.group(1))) == takes_json
 
 
 def test_no_module_over_500_lines():

@@ -109,6 +109,36 @@ def test_profile_is_passed_only_when_set():
     assert "--profile h100-80gb" in make("-n", "plan", "PROFILE=h100-80gb").stdout
 
 
+@pytest.mark.parametrize("target", ["plan", "validate"])
+def test_plan_and_validate_pass_args_on_as_overrides(target):
+    # -o env -o envs: show the command without the environments it would build first
+    dry = make("-n", "-o", "env", "-o", "envs", target, "RECIPE=qwen2.5-3b-gsm8k-grpo-lora", "PROFILE=h100-80gb",
+               "ARGS=trainer.totl_epochs=15 trainer.save_freq=5")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip().splitlines()[-1].endswith(
+        f"{target} qwen2.5-3b-gsm8k-grpo-lora --profile h100-80gb trainer.totl_epochs=15 trainer.save_freq=5")
+
+
+def test_make_plan_refuses_a_misspelled_key_in_args():
+    # RLRECIPES_PYTHON: scripts/host-python.sh runs this interpreter instead of making .venvs/host
+    proc = make("plan", "RECIPE=qwen2.5-3b-gsm8k-grpo-lora", "ARGS=trainer.totl_epochs=15",
+                env={"RLRECIPES_PYTHON": sys.executable, "PYTHONPATH": str(REPO)})
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "'trainer.totl_epochs' is not a key of verl's config" in proc.stderr
+    assert "trainer.total_epochs" in proc.stderr  # the nearest valid name
+
+
+@pytest.mark.verl
+def test_make_validate_refuses_a_misspelled_key_in_args(verl_python):
+    python = verl_python("0.8.0")  # the default profile's verl (a100-80gb)
+    proc = make("-o", "env", "-o", "envs", "validate", "RECIPE=qwen2.5-3b-gsm8k-grpo-lora",
+                "ARGS=trainer.totl_epochs=15", f"RLRECIPES={sys.executable} -m rlrecipes",
+                env={"PYTHONPATH": str(REPO), "RLRECIPES_VERL_0_8_0_PYTHON": str(python)}, timeout=300)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "FAIL  qwen2.5-3b-gsm8k-grpo-lora on a100-80gb (verl 0.8.0)" in proc.stdout
+    assert "'trainer.totl_epochs' is not a key of verl's config" in proc.stdout
+
+
 def test_env_stamps_make_the_environments_idempotent(tmp_path):
     venvs = tmp_path / "venvs"
     # No stamps: `make -q` reports out of date and `make -n` shows the builds.

@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from rlrecipes.data.model_download import assets_command
 from rlrecipes.preflight.chat import ChatTokenizer, chat_template, prompt_token_counts, template_kwargs
 from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 
@@ -56,9 +57,10 @@ def check_model(ctx: Context) -> Check:
     for path in paths:
         problem = _model_problem(path)
         if problem:
-            return Check("model", FAIL, problem,
-                         f"rlrecipes model {run.name} --models-dir {run.paths['MODELS_DIR']} (make model "
-                         f"RECIPE={run.name}); or set MODELS_DIR to where it is")
+            built = assets_command(run)
+            fix = (f"{built} (built offline, never downloaded)" if built else
+                   f"rlrecipes model {run.name} --models-dir {run.paths['MODELS_DIR']} (make model RECIPE={run.name})")
+            return Check("model", FAIL, problem, f"{fix}; or set MODELS_DIR to where it is")
     return Check("model", PASS, f"{', '.join(map(str, paths))}: config, weights and tokenizer readable")
 
 
@@ -118,8 +120,10 @@ def check_data(ctx: Context) -> Check:
         for item in value if isinstance(value, list) else [value]:
             problem, n = _data_problem(Path(str(item)))
             if problem:
-                return Check("data", FAIL, problem, f"rlrecipes data {run.recipe.dataset.name} --out {run.data_dir} "
-                             "(make data); or set DATA_DIR to where it is")
+                built = assets_command(run)
+                fix = (f"{built} (built offline with the model)" if built else
+                       f"rlrecipes data {run.recipe.dataset.name} --out {run.data_dir} (make data)")
+                return Check("data", FAIL, problem, f"{fix}; or set DATA_DIR to where it is")
             rows[str(item)] = n
     return Check("data", PASS, "; ".join(f"{Path(p).name}: {n} rows" for p, n in rows.items()))
 
