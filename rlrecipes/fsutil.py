@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader never sees a half-written file (temp file + fsync + rename).
+"""Atomic file writes: a reader never sees a half-written file (temp file + fsync + rename), nor a
+half-written set of files (`atomic_dir`: a folder built beside its target and swapped in).
 
 The old file survives any failure (ENOSPC included): the new content goes to a temporary file beside
 it, which replaces the target only once it is whole and fsynced. `tempfile.mkstemp` creates 0600 files;
@@ -11,7 +12,9 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import ctypes
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +47,63 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
         raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty folder beside `path`; on success its files are fsynced and it takes `path`'s place as
+    a whole (the old folder, if any, is removed). A set of files that belong together (a report) is then
+    never seen half-written: a kill leaves the old folder complete, or -- where the kernel cannot swap two
+    folders in one step (renameat2 RENAME_EXCHANGE) -- at worst no folder, never a mixed one. On an
+    exception the work folder is removed and `path` is left as it was. A SIGKILL leaves the hidden work
+    folder (`.<name>.partial-*`) beside `path`.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        os.chmod(work, 0o777 & ~current_umask())
+        yield work
+        for file in work.rglob("*"):
+            if file.is_file() and not file.is_symlink():
+                with open(file, "rb+") as fh:
+                    os.fsync(fh.fileno())
+        _fsync_dir(work)
+        if os.path.lexists(target):
+            _swap(work, target)  # work now holds the old folder
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            os.rename(work, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _swap(new: Path, old: Path) -> None:
+    """Exchange two paths in one step (Linux renameat2); elsewhere, or where the filesystem cannot, move
+    `old` aside, `new` into place, and the old one to `new`'s name."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(old), _RENAME_EXCHANGE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(code, os.strerror(code), str(old))
+    aside = Path(tempfile.mkdtemp(prefix=f".{old.name}.old-", dir=old.parent))
+    os.rmdir(aside)
+    os.rename(old, aside)
+    try:
+        os.rename(new, old)
+    except BaseException:
+        os.rename(aside, old)
+        raise
+    os.rename(aside, new)
 
 
 def current_umask() -> int:
