@@ -11,8 +11,7 @@ from pathlib import Path
 
 from rlrecipes.after.merge_info import FILE as MERGE_INFO_FILE
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.fsutil import LockHeld, claim_lock
-from rlrecipes.overwrite import Input, refuse_overwrite
+from rlrecipes.fsutil import Input, LockHeld, claim_lock, refuse_overwrite
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
 from rlrecipes.verl.checkpoints import TRACKER_NAME, step_of
 

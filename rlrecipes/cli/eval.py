@@ -17,8 +17,7 @@ from rlrecipes.after.evaluate import (DEFAULT_TASKS, SUMMARY_FILE, baseline_from
                                       eval_table, lm_eval_command, load_results, pick_backend, run_lm_eval,
                                       summary_cells)
 from rlrecipes.errors import RecipeError
-from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.overwrite import Input, refuse_overwrite
+from rlrecipes.fsutil import Input, atomic_write_text, refuse_overwrite
 from rlrecipes.rewards.accuracy import fast_eval
 
 

@@ -13,7 +13,7 @@ import json
 import sys
 
 from rlrecipes.errors import RecipeError
-from rlrecipes.overwrite import refuse_overwrite
+from rlrecipes.fsutil import atomic_write_text, refuse_overwrite
 
 
 def expect_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +41,6 @@ def expect(args: argparse.Namespace) -> int:
     result = check_run(args.recipe, args.profile, args.run_dir, args.log, args.eval)
     text = json.dumps(result.as_dict(), indent=2) + "\n"
     if args.out:
-        from rlrecipes.fsutil import atomic_write_text
-
         atomic_write_text(args.out, text)
     if args.json:
         sys.stdout.write(text)
@@ -54,7 +52,7 @@ def expect(args: argparse.Namespace) -> int:
 def expect_inputs(args: argparse.Namespace) -> list:
     """What `expect` reads: the run's logs, the eval summary, the recipe and profile files."""
     from rlrecipes.after.evaluate import SUMMARY_FILE
-    from rlrecipes.overwrite import Input
+    from rlrecipes.fsutil import Input
     from rlrecipes.recipe.load import load_profile, load_recipe
     from rlrecipes.verl.run_metrics import log_inputs
 

@@ -31,8 +31,7 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 def report(args: argparse.Namespace) -> int:
     from rlrecipes.verl.run_metrics import load_run
     from rlrecipes.report.plots import write_plots
-    from rlrecipes.fsutil import atomic_dir
-    from rlrecipes.overwrite import refuse_overwrite
+    from rlrecipes.fsutil import atomic_dir, refuse_overwrite
     from rlrecipes.report.writer import build_report, check_report_dir, headline_rows, write_report
 
     if not args.run_dir and not args.log:
@@ -84,7 +83,7 @@ def report(args: argparse.Namespace) -> int:
 def report_inputs(args: argparse.Namespace) -> list:
     """What `report` reads: the run's logs, the eval summary and, with --profile, the recipe and profile."""
     from rlrecipes.after.evaluate import SUMMARY_FILE
-    from rlrecipes.overwrite import Input
+    from rlrecipes.fsutil import Input
     from rlrecipes.verl.run_metrics import log_inputs
 
     inputs = log_inputs(args.run_dir, args.log)

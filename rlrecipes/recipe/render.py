@@ -99,7 +99,7 @@ def check_run_dir(out: Path, force: bool, run: ResolvedRun) -> None:
     """Refuse to overwrite a rendered run directory without --force (its train.sh may have been edited), and
     any --out over the recipe or profile file, a folder holding one, or a folder inside the recipes folder
     (its config.yaml would be read as a recipe), with or without --force."""
-    from rlrecipes.overwrite import Input, refuse_overwrite
+    from rlrecipes.fsutil import Input, refuse_overwrite
 
     refuse_overwrite("--out", out, [Input("the recipe", run.recipe.path), Input("the profile", run.profile.path),
                                     Input("the recipes folder", recipes_dir(), nested=False)],

@@ -149,9 +149,9 @@ def discover(log_dir: str | Path) -> list[Path]:
 
 
 def log_inputs(log_dir: str | Path | None, logs: list[str | Path]) -> list:
-    """The run's logs as the inputs an --out must not overwrite (rlrecipes.overwrite): the folder, each log
+    """The run's logs as the inputs an --out must not overwrite (rlrecipes.fsutil): the folder, each log
     in it, each --log file, and any new name in the folder that `discover` would read."""
-    from rlrecipes.overwrite import Input
+    from rlrecipes.fsutil import Input
 
     inputs = [Input("the run's log directory", log_dir, reads=(JSONL_GLOB, CONSOLE_GLOB))]
     found = discover(log_dir) if log_dir is not None and Path(log_dir).is_dir() else []
