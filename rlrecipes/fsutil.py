@@ -63,7 +63,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     exception the work folder is removed and `path` is left as it was. A SIGKILL leaves the hidden work
     folder (`.<name>.partial-*`) beside `path`.
     """
-    target = Path(path)
+    target = Path(os.path.abspath(path))  # "." or "out/" name the folder, beside which the new one is built
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
