@@ -1,4 +1,6 @@
-"""Atomic file writes: a reader never sees a half-written file (temp file + fsync + rename).
+"""Safe writes. Atomic: a reader never sees a half-written file (temp file + fsync + rename), nor a
+half-written set of files (`atomic_dir`: a folder built beside its target and swapped in). And never over
+the command's own input (`refuse_overwrite`, below).
 
 The old file survives any failure (ENOSPC included): the new content goes to a temporary file beside
 it, which replaces the target only once it is whole and fsynced. `tempfile.mkstemp` creates 0600 files;
@@ -10,11 +12,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import fnmatch
 import hashlib
+import ctypes
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+from rlrecipes.errors import RecipeError
 
 
 @contextlib.contextmanager
@@ -44,6 +52,63 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
         raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty folder beside `path`; on success its files are fsynced and it takes `path`'s place as
+    a whole (the old folder, if any, is removed). A set of files that belong together (a report) is then
+    never seen half-written: a kill leaves the old folder complete, or -- where the kernel cannot swap two
+    folders in one step (renameat2 RENAME_EXCHANGE) -- at worst no folder, never a mixed one. On an
+    exception the work folder is removed and `path` is left as it was. A SIGKILL leaves the hidden work
+    folder (`.<name>.partial-*`) beside `path`.
+    """
+    target = Path(os.path.abspath(path))  # "." or "out/" name the folder, beside which the new one is built
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        os.chmod(work, 0o777 & ~current_umask())
+        yield work
+        for file in work.rglob("*"):
+            if file.is_file() and not file.is_symlink():
+                with open(file, "rb+") as fh:
+                    os.fsync(fh.fileno())
+        _fsync_dir(work)
+        if os.path.lexists(target):
+            _swap(work, target)  # work now holds the old folder
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            os.rename(work, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _swap(new: Path, old: Path) -> None:
+    """Exchange two paths in one step (Linux renameat2); elsewhere, or where the filesystem cannot, move
+    `old` aside, `new` into place, and the old one to `new`'s name."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(old), _RENAME_EXCHANGE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(code, os.strerror(code), str(old))
+    aside = Path(tempfile.mkdtemp(prefix=f".{old.name}.old-", dir=old.parent))
+    os.rmdir(aside)
+    os.rename(old, aside)
+    try:
+        os.rename(new, old)
+    except BaseException:
+        os.rename(aside, old)
+        raise
+    os.rename(aside, new)
 
 
 def current_umask() -> int:
@@ -125,3 +190,58 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+# -- no command writes over its own input: the check every command with --out makes before it writes --
+#
+# `expect --out D/metrics-<stamp>.jsonl` once replaced the run's metrics log with the verdict. Each command
+# names what it reads (`Input`); `refuse_overwrite` refuses an output path that is one of them, or a folder
+# holding one (a report or a merge replaces its folder as a whole), with exit 2 and one line. An output
+# inside an input folder is allowed -- `expect LOGDIR --out LOGDIR/expect.json`, `eval MERGED --out
+# MERGED/eval` -- unless that folder's input is its whole tree (`nested=False`: a verl run directory, the
+# recipes folder) or the output's name is one the command reads there (`reads`: a new metrics-*.jsonl in
+# the log folder would be read as one of the run's launches next time).
+
+@dataclass(frozen=True)
+class Input:
+    """A file or folder a command reads. `what` names it in the user's words ("the run's log directory")."""
+
+    what: str
+    path: str | os.PathLike | None
+    reads: tuple[str, ...] = ()  # a folder: the names (globs) the command reads in it
+    nested: bool = True  # a folder: an output inside it leaves it intact
+
+
+def relation(out: str | os.PathLike, item: Input) -> str | None:
+    """How `out` would overwrite `item` ("is", "contains", "lies inside", "is a file read from"), or None."""
+    if item.path is None:
+        return None
+    real = Path(os.path.realpath(out))
+    other = Path(os.path.realpath(item.path))
+    if real == other:
+        return "is"
+    if real in other.parents:
+        return "contains"
+    if other in real.parents:
+        if not item.nested:
+            return "lies inside"
+        if real.parent == other and any(fnmatch.fnmatchcase(real.name, glob) for glob in item.reads):
+            return "is a file read from"
+    return None
+
+
+def refuse_overwrite(option: str, out: str | os.PathLike, inputs: Iterable[Input], *,
+                     effect: str = "writing there would overwrite an input of this command",
+                     hint: str | None = None) -> None:
+    """Raise RecipeError (exit 2) when writing `out` would overwrite one of `inputs`; else return."""
+    found = [(rel, item) for item in inputs if (rel := relation(out, item)) is not None]
+    if not found:
+        return
+    rel, item = min(found, key=lambda pair: pair[0] != "is")  # the input it names, before one it contains
+    where = os.path.realpath(item.path)
+    if rel == "is a file read from":
+        message = (f"{option} {rel} {item.what} {where} ({', '.join(item.reads)}): the command would read it as "
+                   "an input next time")
+    else:
+        message = f"{option} {rel} {item.what} {where}: {effect}"
+    raise RecipeError(message, where=str(out), hint=hint or f"pick an {option} outside the command's inputs")

@@ -225,7 +225,8 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
     from rlrecipes.ui import stage
 
     ctx = recipe_context(recipe, ckpt.run_dir)
-    check_output(out, ckpt, [("the base model", base), ("the recipe's base model", ctx.model_path)], force)
+    check_output(out, ckpt, [("the base model", base), ("the recipe's base model", ctx.model_path)], force,
+                 log_dir=log_dir or ctx.log_dir)
     started = time.monotonic()
     out.parent.mkdir(parents=True, exist_ok=True)
     claim = claim_output(out)  # held until the end: one merge per output; stale work dirs removed

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rlrecipes.after.merge_info import FILE as MERGE_INFO_FILE
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.fsutil import LockHeld, claim_lock
+from rlrecipes.fsutil import Input, LockHeld, claim_lock, refuse_overwrite
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
 from rlrecipes.verl.checkpoints import TRACKER_NAME, step_of
 
@@ -57,36 +57,23 @@ def stale_partials(out: Path) -> list[Path]:
         return []
 
 
-def _relation(out: Path, other: Path) -> str | None:
-    if out == other:
-        return "is"
-    if other in out.parents:
-        return "lies inside"
-    if out in other.parents:
-        return "contains"
-    return None
-
-
-def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path | None]], force: bool) -> None:
+def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path | None]], force: bool,
+                 log_dir: Path | None = None) -> None:
     """Refuse an --out whose replacement would delete something that is not a previous merge.
 
     The output is built beside --out and renamed over it, and the old --out is then removed. So --out
     must not be, contain or lie inside the checkpoint, its run directory or the base model (even with
-    --force: `merge RUN --out RUN --force` once deleted every step directory of the run), nor lie inside
-    any other verl checkpoint directory; and --force replaces only an empty directory or one that an
-    earlier `rlrecipes merge` wrote (it holds merge-info.json).
+    --force: `merge RUN --out RUN --force` once deleted every step directory of the run), nor be or contain
+    the run's log directory (read for the model card), nor lie inside any other verl checkpoint directory;
+    and --force replaces only an empty directory or one that an earlier `rlrecipes merge` wrote (it holds
+    merge-info.json).
     """
     real = Path(os.path.realpath(out))
     fenced = [("the run directory", ckpt.run_dir), ("the checkpoint", ckpt.actor_dir.parent), *protected]
-    for what, path in fenced:
-        if path is None:
-            continue
-        other = Path(os.path.realpath(path))
-        relation = _relation(real, other)
-        if relation:
-            raise RecipeError(f"--out {relation} {what} {other}: writing the merged model there would delete it",
-                              where=str(out), hint="pick an output directory outside checkpoints and models, "
-                                                   "e.g. /workspace/models/merged")
+    inputs = [Input(what, path, nested=False) for what, path in fenced]
+    inputs.append(Input("the run's log directory", log_dir))
+    refuse_overwrite("--out", out, inputs, effect="writing the merged model there would delete it",
+                     hint="pick an output directory outside checkpoints and models, e.g. /workspace/models/merged")
     for parent in [real, *real.parents]:
         if step_of(parent) is not None or (parent / TRACKER_NAME).is_file():
             raise RecipeError(f"--out lies inside the verl checkpoint directory {parent}", where=str(out),

@@ -1,4 +1,9 @@
-"""`rlrecipes eval MODEL`: lm-eval and the fast check on a model (rlrecipes/after/evaluate.py)."""
+"""`rlrecipes eval MODEL`: lm-eval and the fast check on a model (rlrecipes/after/evaluate.py).
+
+--out is never an input (the model, the baseline, the stored results, the fast-eval parquet, the task
+folder) nor a folder holding one (exit 2); a folder inside the model's, MODEL/eval (the default), is fine.
+eval-summary.json is written last, atomically.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from rlrecipes.after.evaluate import (DEFAULT_TASKS, SUMMARY_FILE, baseline_from
                                       eval_table, lm_eval_command, load_results, pick_backend, run_lm_eval,
                                       summary_cells)
 from rlrecipes.errors import RecipeError
-from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.fsutil import Input, atomic_write_text, refuse_overwrite
 from rlrecipes.rewards.accuracy import fast_eval
 
 
@@ -66,6 +71,13 @@ def _render_table(summary: dict) -> None:
     Console().print(table)
 
 
+def eval_inputs(args: argparse.Namespace) -> list[Input]:
+    stored = args.from_results
+    return [Input("the lm-eval results" if stored else "the model", args.model),
+            Input("the baseline's lm-eval results" if stored else "the baseline model", args.baseline),
+            Input("the fast-eval data", args.fast_data), Input("the lm-eval task folder", args.include_path)]
+
+
 def evaluate(args: argparse.Namespace) -> int:
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     if not tasks:
@@ -75,6 +87,7 @@ def evaluate(args: argparse.Namespace) -> int:
     elif args.baseline is None and not args.from_results:
         args.baseline = baseline_from_merge_info(Path(args.model))
     out = Path(args.out) if args.out else Path(args.model) / "eval"
+    refuse_overwrite("--out", out, eval_inputs(args), hint="write the evaluation beside the model, e.g. MODEL/eval")
     dtype = args.dtype
     if dtype == "auto" and not args.from_results:
         dtype = dtype_from_merge_info(Path(args.model)) or "auto"

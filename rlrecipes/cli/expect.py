@@ -1,8 +1,9 @@
 """`rlrecipes expect`: judge a run's logs against its recipe's `expect:` block (rlrecipes.after.expect).
 
 Reads only: the logs (as `rlrecipes report` reads them), the recipe, the eval summary. Writes nothing but
-the JSON result, and that only with --out (temp file + rename). Exit 0: everything measured is met;
-1: something is missed; 2: bad input (no such recipe or profile, an empty log, a log of another recipe).
+the JSON result, and that only with --out (temp file + rename), never over one of those inputs (exit 2).
+Exit 0: everything measured is met; 1: something is missed; 2: bad input (no such recipe or profile, an
+empty log, a log of another recipe, an --out over an input).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import sys
 
 from rlrecipes.errors import RecipeError
+from rlrecipes.fsutil import atomic_write_text, refuse_overwrite
 
 
 def expect_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,14 +35,29 @@ def expect(args: argparse.Namespace) -> int:
 
     if not args.run_dir and not args.log:
         raise RecipeError("no run to judge", where="arguments", hint="give RUN_DIR or --log FILE")
+    if args.out:
+        refuse_overwrite("--out", args.out, expect_inputs(args), hint="write the verdict beside the logs, e.g. "
+                                                                      "LOG_DIR/<recipe>/expect.json")
     result = check_run(args.recipe, args.profile, args.run_dir, args.log, args.eval)
     text = json.dumps(result.as_dict(), indent=2) + "\n"
     if args.out:
-        from rlrecipes.fsutil import atomic_write_text
-
         atomic_write_text(args.out, text)
     if args.json:
         sys.stdout.write(text)
     else:
         print_table(result)
     return result.exit_code
+
+
+def expect_inputs(args: argparse.Namespace) -> list:
+    """What `expect` reads: the run's logs, the eval summary, the recipe and profile files."""
+    from rlrecipes.after.evaluate import SUMMARY_FILE
+    from rlrecipes.fsutil import Input
+    from rlrecipes.recipe.load import load_profile, load_recipe
+    from rlrecipes.verl.run_metrics import log_inputs
+
+    inputs = log_inputs(args.run_dir, args.log)
+    inputs.append(Input("the eval summary", args.eval, reads=(SUMMARY_FILE,)))
+    inputs += [Input("the recipe", load_recipe(args.recipe).path),
+               Input("the profile", load_profile(args.profile).path)]
+    return inputs

@@ -24,7 +24,7 @@ def render(args) -> int:
     from rlrecipes.recipe.validate import validate_runs
 
     run = resolve_recipe(args)
-    check_run_dir(args.out, args.force)  # before the validation's seconds
+    check_run_dir(args.out, args.force, run)  # before the validation's seconds
     config = None
     if not args.no_validate:
         (result,) = validate_runs([run])

@@ -1,4 +1,9 @@
-"""`rlrecipes report`: plots, tables and the HTML page of a run from its logs (rlrecipes/report/)."""
+"""`rlrecipes report`: plots, tables and the HTML page of a run from its logs (rlrecipes/report/).
+
+The set (report.md, report.html, summary.json, the plots) is built in a folder beside --out and swapped in
+whole (fsutil.atomic_dir): an interrupted report leaves the previous set or none. --out is never one of
+the inputs (the logs, the eval summary, the recipe) nor a folder holding one (exit 2).
+"""
 
 from __future__ import annotations
 
@@ -19,16 +24,22 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
                                          "(default: the run directory's name when it names a shipped recipe)")
     parser.add_argument("--profile", help="the profile it ran on: with the recipe, adds the table of its expect: "
                                           "block (`rlrecipes expect`)")
-    parser.add_argument("--out", required=True, help="directory for report.md, report.html, summary.json, PNGs")
+    parser.add_argument("--out", required=True, help="directory for report.md, report.html, summary.json, PNGs "
+                                                     "(replaced as a whole; never one holding the inputs)")
 
 
 def report(args: argparse.Namespace) -> int:
     from rlrecipes.verl.run_metrics import load_run
     from rlrecipes.report.plots import write_plots
-    from rlrecipes.report.writer import build_report, headline_rows, write_report
+    from rlrecipes.fsutil import atomic_dir, refuse_overwrite
+    from rlrecipes.report.writer import build_report, check_report_dir, headline_rows, write_report
 
     if not args.run_dir and not args.log:
         raise RecipeError("nothing to report on", where="arguments", hint="give RUN_DIR or --log FILE")
+    out = Path(args.out)
+    refuse_overwrite("--out", out, report_inputs(args), hint="write the report outside the run's logs, "
+                                                              "e.g. reports/<recipe>")
+    check_report_dir(out)
     run = load_run(args.run_dir, args.log)
     if not run.steps:
         raise RecipeError("the metrics files hold no logged steps", where=args.run_dir or ", ".join(args.log))
@@ -47,26 +58,42 @@ def report(args: argparse.Namespace) -> int:
         summary = load_summary(args.eval)
         eval_header, eval_rows = summary_cells(summary)
         fast_header, fast_rows = fast_eval_cells(summary)
-    out = Path(args.out)
     from rlrecipes.reference import REFERENCE_CURVES
 
     curve = REFERENCE_CURVES.get(recipe) if recipe else None
-    plots, missing = write_plots(run, out, curve)
-    title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
-    data = build_report(run, plots, missing, title, eval_rows, eval_header, fast_rows, fast_header)
-    _add_checks(data, run, recipe)
-    if curve is not None and "val_accuracy" in plots:
-        data["headline"].update(reference_curve=curve.key, reference_curve_what=curve.what,
-                                reference_curve_source=curve.source)
-    if expected is not None:
-        data["expect"] = expected.as_dict()
-    paths = write_report(data, out)
+    with atomic_dir(out) as work:
+        plots, missing = write_plots(run, work, curve)
+        title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
+        data = build_report(run, plots, missing, title, eval_rows, eval_header, fast_rows, fast_header)
+        _add_checks(data, run, recipe)
+        if curve is not None and "val_accuracy" in plots:
+            data["headline"].update(reference_curve=curve.key, reference_curve_what=curve.what,
+                                    reference_curve_source=curve.source)
+        if expected is not None:
+            data["expect"] = expected.as_dict()
+        paths = {key: out / path.name for key, path in write_report(data, work).items()}
     _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
     if expected is not None:
         from rlrecipes.after.expect import print_table
 
         print_table(expected)
     return 0
+
+
+def report_inputs(args: argparse.Namespace) -> list:
+    """What `report` reads: the run's logs, the eval summary and, with --profile, the recipe and profile."""
+    from rlrecipes.after.evaluate import SUMMARY_FILE
+    from rlrecipes.fsutil import Input
+    from rlrecipes.verl.run_metrics import log_inputs
+
+    inputs = log_inputs(args.run_dir, args.log)
+    inputs.append(Input("the eval summary", args.eval, reads=(SUMMARY_FILE,)))
+    if args.profile and (args.recipe or args.run_dir):
+        from rlrecipes.recipe.load import load_profile, load_recipe
+
+        inputs += [Input("the recipe", load_recipe(args.recipe or Path(args.run_dir).name).path),
+                   Input("the profile", load_profile(args.profile).path)]
+    return inputs
 
 
 def _add_checks(data: dict, run, recipe: str | None) -> None:

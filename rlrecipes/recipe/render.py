@@ -95,8 +95,15 @@ def manifest(run: ResolvedRun, overrides: list[str]) -> dict[str, Any]:
 RUN_DIR_FILES = ("config.yaml", "train.sh", "manifest.json")
 
 
-def check_run_dir(out: Path, force: bool) -> None:
-    """Refuse to overwrite a rendered run directory without --force (its train.sh may have been edited)."""
+def check_run_dir(out: Path, force: bool, run: ResolvedRun) -> None:
+    """Refuse to overwrite a rendered run directory without --force (its train.sh may have been edited), and
+    any --out over the recipe or profile file, a folder holding one, or a folder inside the recipes folder
+    (its config.yaml would be read as a recipe), with or without --force."""
+    from rlrecipes.fsutil import Input, refuse_overwrite
+
+    refuse_overwrite("--out", out, [Input("the recipe", run.recipe.path), Input("the profile", run.profile.path),
+                                    Input("the recipes folder", recipes_dir(), nested=False)],
+                     hint="render into a folder of runs, e.g. runs/<name>")
     if os.path.lexists(out) and not out.is_dir():
         raise RecipeError("exists and is not a directory", where=str(out), hint="pick another --out")
     existing = [name for name in RUN_DIR_FILES if os.path.lexists(out / name)]
@@ -112,7 +119,7 @@ def render_run_dir(run: ResolvedRun, out: Path, cli_overrides: list[str], config
     manifest.json into `out`, each atomically."""
     import yaml
 
-    check_run_dir(out, force)
+    check_run_dir(out, force, run)
     out.mkdir(parents=True, exist_ok=True)
     script = launcher_text(run)
     written = []

@@ -162,6 +162,29 @@ def render_html(report: dict, plot_dir: Path) -> str:
             f"{body}</body></html>\n")
 
 
+REPORT_FILES = ("report.md", "report.html", "summary.json")
+
+
+def check_report_dir(out: Path) -> None:
+    """Refuse an --out that is not a report folder: the report set replaces its folder as a whole, so the
+    folder must be new, empty, or hold only what an earlier report wrote (these files and its plots)."""
+    import os
+
+    from rlrecipes.errors import RecipeError
+
+    if not os.path.lexists(out):
+        return
+    if not out.is_dir():
+        raise RecipeError("--out exists and is not a directory", where=str(out), hint="pick another --out")
+    ours = set(REPORT_FILES) | {f"{panel.name}.png" for panel in PANELS} | {"overview.png"}
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise RecipeError(f"--out holds {shown}, which a report does not write: the report replaces its folder "
+                          "as a whole", where=str(out), hint="pick a new or empty --out, or one an earlier report "
+                                                             "wrote")
+
+
 def write_report(report: dict, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "json": out_dir / "summary.json"}

@@ -148,6 +148,16 @@ def discover(log_dir: str | Path) -> list[Path]:
     return jsonl + console
 
 
+def log_inputs(log_dir: str | Path | None, logs: list[str | Path]) -> list:
+    """The run's logs as the inputs an --out must not overwrite (rlrecipes.fsutil): the folder, each log
+    in it, each --log file, and any new name in the folder that `discover` would read."""
+    from rlrecipes.fsutil import Input
+
+    inputs = [Input("the run's log directory", log_dir, reads=(JSONL_GLOB, CONSOLE_GLOB))]
+    found = discover(log_dir) if log_dir is not None and Path(log_dir).is_dir() else []
+    return inputs + [Input("the metrics log", path) for path in [*found, *logs]]
+
+
 def combine(launches: list[Launch]) -> RunMetrics:
     """Join launches in stamp order; each later launch replaces earlier steps from its first step on."""
     ordered = sorted(launches, key=lambda launch: (launch.stamp, str(launch.path)))

@@ -228,7 +228,7 @@ def _fence_case(tmp_path, case):
 @pytest.mark.parametrize(("case", "message"), [
     ("run dir", "--out is the run directory"),
     ("inside the run dir", "--out lies inside the run directory"),
-    ("a step dir", "--out lies inside the run directory"),
+    ("a step dir", "--out is the checkpoint"),
     ("inside a step", "--out lies inside the run directory"),
     ("contains the run", "--out contains the run directory"),
     ("the base model", "--out is the base model"),

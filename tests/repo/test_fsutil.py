@@ -62,3 +62,27 @@ def test_old_file_survives_a_read_only_filesystem(mounts):
     with pytest.raises(OSError):
         atomic_write_text(target, "new\n")
     assert target.read_text() == "old\n"
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two renames"])
+def test_atomic_dir_replaces_the_folder_whole_or_not_at_all(tmp_path, monkeypatch, exchange):
+    from rlrecipes import fsutil
+
+    if not exchange:  # a kernel or filesystem without RENAME_EXCHANGE
+        monkeypatch.setattr(fsutil.ctypes, "CDLL", lambda *a, **k: type("NoRenameat2", (), {})())
+    target = tmp_path / "report"
+    with fsutil.atomic_dir(target) as work:
+        assert work.parent == tmp_path and work.name.startswith(".report.partial-") and not target.exists()
+        (work / "a.md").write_text("one")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+    assert [p.name for p in target.iterdir()] == ["a.md"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~current_umask()
+    with pytest.raises(RuntimeError):
+        with fsutil.atomic_dir(target) as work:
+            (work / "b.md").write_text("two")
+            raise RuntimeError("killed between the files")
+    assert [p.name for p in target.iterdir()] == ["a.md"] and (target / "a.md").read_text() == "one"
+    with fsutil.atomic_dir(target) as work:
+        (work / "b.md").write_text("two")
+    assert [p.name for p in target.iterdir()] == ["b.md"]  # the old set is gone, not merged into the new
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
