@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlrecipes import reference
 from rlrecipes.after.expect_cost import _figure_value, profile_checks, steady_step_times
@@ -27,6 +28,11 @@ from rlrecipes.after.verdict import (MET, MISSED, NOT_MEASURED, OUTCOME, TABLE_H
 from rlrecipes.errors import RecipeError
 from rlrecipes.recipe.expect_schema import (STEP_TIME, AccuracyExpect, Band, Bound, Expectations, Figure,
                                             MergedExpect, NotMeasured, RewardExpect)
+
+if TYPE_CHECKING:
+    from rlrecipes.after.evaluate import FastEval
+
+    FastEvals = dict[str, FastEval] | None  # an eval summary's fast evals by model label; None: no --eval
 
 # what other modules and tests take from here
 __all__ = ["MET", "MISSED", "NOT_MEASURED", "OUTCOME", "TABLE_HEADER", "Check", "ExpectResult", "Figure", "NotMeasured",
@@ -103,7 +109,8 @@ def _unlogged(metric: str, run, facts: RunFacts, contract_metric: str, profile: 
         name = spec.logged_metric(contract_metric)
         if name != metric and name in keys:
             others.setdefault(name, []).append(version)
-    for name, versions in others.items():
+    if others:
+        name, versions = next(iter(others.items()))
         return (f"{metric} not logged; the log has {name}, as verl {', '.join(versions)} logs it: a run of another "
                 f"verl than {profile}'s {facts.verl}?")
     if not any(key.startswith(("val-", "val/")) for key in keys):
@@ -138,7 +145,7 @@ def _log_accuracy_checks(exp: AccuracyExpect, run, facts: RunFacts, cited: str, 
         found = _at_step(xs, ys, band.step)
         # "after" at the very step "before" read (one validation logged) says nothing about training
         same = label == "after" and found is not None and start is not None and found[0] == start[0]
-        if found is None or same or not required:
+        if found is None or same:
             why = ("the recipe does not validate before training (trainer.val_before_train: false)" if not required
                    else _unlogged(exp.metric, run, facts, contract_metric, profile) if not xs
                    else f"logged at steps {xs[0]}..{xs[-1]}, not at step {band.step}" if found is None
@@ -157,7 +164,7 @@ def _log_accuracy_checks(exp: AccuracyExpect, run, facts: RunFacts, cited: str, 
     return checks, values
 
 
-def _eval_accuracy_checks(exp: AccuracyExpect, fast: dict | None, cited: str) -> tuple[list[Check], dict[str, float]]:
+def _eval_accuracy_checks(exp: AccuracyExpect, fast: FastEvals, cited: str) -> tuple[list[Check], dict[str, float]]:
     checks: list[Check] = []
     values: dict[str, float] = {}
     for label, band, model in (("before", exp.before, EVAL_BEFORE), ("after", exp.after, EVAL_AFTER)):
@@ -187,7 +194,7 @@ def _eval_accuracy_checks(exp: AccuracyExpect, fast: dict | None, cited: str) ->
     return checks, values
 
 
-def _accuracy_checks(exp: AccuracyExpect, run, fast: dict | None, facts: RunFacts, contract_metric: str,
+def _accuracy_checks(exp: AccuracyExpect, run, fast: FastEvals, facts: RunFacts, contract_metric: str,
                      profile: str) -> list[Check]:
     cited = "; ".join(f"{key}: {r.before} -> {r.accuracy}" if r.before is not None else f"{key}: {r.accuracy}"
                       for key in exp.cites for r in [reference.ACCURACY_RECORDS[key]])
@@ -248,7 +255,8 @@ def _bound_checks(bounds: tuple[Bound, ...], run, facts: RunFacts) -> list[Check
             if not xs:
                 why = ("the HF rollout logs no rollout log-probs to compare" if facts.hf_rollout else
                        "not logged (calculate_log_probs off, or a run of another rollout)")
-                checks.append(Check(name, bound.metric, expected, "-", NOT_MEASURED, why, required=not facts.hf_rollout))
+                checks.append(Check(name, bound.metric, expected, "-", NOT_MEASURED, why,
+                                    required=not facts.hf_rollout))
                 continue
             worst = min(range(len(ys)), key=lambda i: ys[i] if side == "min" else -ys[i])
             ok = ys[worst] >= limit if side == "min" else ys[worst] <= limit
@@ -258,7 +266,7 @@ def _bound_checks(bounds: tuple[Bound, ...], run, facts: RunFacts) -> list[Check
     return checks
 
 
-def _merged_check(exp: MergedExpect, run, fast: dict | None, facts: RunFacts, min_problems: int | None,
+def _merged_check(exp: MergedExpect, run, fast: FastEvals, facts: RunFacts, min_problems: int | None,
                   profile: str) -> Check:
     name = "merged model scores what the last trained step scored"
     metric = f"{exp.metric} vs eval fast_eval.{EVAL_AFTER}.{exp.eval_metric}"
@@ -289,7 +297,7 @@ def _skipped(name: str, reason: str) -> Check:
     return Check(name, "-", "-", "-", NOT_MEASURED, reason, required=False)
 
 
-def judge(expect: Expectations, recipe: str, profile: str, run, fast: dict | None = None, settings=None,
+def judge(expect: Expectations, recipe: str, profile: str, run, fast: FastEvals = None, settings=None,
           eval_path: str | None = None, facts: RunFacts | None = None, strict: bool = False) -> ExpectResult:
     """Every expectation of `expect` against a run's metrics (rlrecipes.verl.run_metrics.RunMetrics), an
     optional eval summary's fast evals (rlrecipes.after.evaluate.fast_evals), `settings` (the ResolvedRun of

@@ -55,7 +55,8 @@ class Check:
 
 _LABELS = {"merged model scores what the last trained step scored": "merged vs last", "peak memory": "memory",
            "training/rollout_actor_probs_pearson_corr": "rollout correlation",
-           "training/rollout_probs_diff_mean": "rollout mean |dp|", "training/rollout_probs_diff_max": "rollout max |dp|"}
+           "training/rollout_probs_diff_mean": "rollout mean |dp|",
+           "training/rollout_probs_diff_max": "rollout max |dp|"}
 
 
 def _counts(checks: tuple[Check, ...]) -> dict[str, int]:

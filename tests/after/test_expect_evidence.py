@@ -65,6 +65,13 @@ def test_the_recorded_canary_is_met_on_its_whole_outcome(capsys, tmp_path):
     assert check(result, "accuracy after")["value"] == "0.4688 at step 60 (7 validations)"
 
 
+def test_the_planned_steps_come_from_the_config_the_launcher_rendered(capsys):
+    code, result = judge(capsys, CANARY / "logs" / RECIPE, eval_to=EVAL.parent)
+    steps = check(result, "training steps")
+    assert (code, steps["status"], steps["value"], steps["detail"]) == (
+        0, MET, "step 60 of 60", "trainer.total_training_steps in run-any-1gpu-hopper/config.yaml")
+
+
 # ---------------------------------------------------------------------- a required outcome not measured
 def died_at_step_5(records: Records) -> Records:
     return [r for r in records if r["step"] <= 5]
