@@ -32,6 +32,7 @@ class Throughput:
     max_response_length: int
     measured_on: str
     source: str
+    gpu: str                       # the GPU model it was measured on (nvidia-smi's name): a cost belongs to one
     config: tuple[tuple[str, object], ...] = ()  # config values it was measured with (see the module doc)
 
 
@@ -51,7 +52,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         kind="step_seconds", value=206.0, responses_per_step=1024 * 5, max_response_length=1024,
         measured_on="a reported run of this recipe on 4x A100 80GB (verl + vLLM, 105 steps in ~6 h after tuning, "
                     "validation every 5 steps included)",
-        source="docs/hardware.md#measured-throughputs",
+        source="docs/hardware.md#measured-throughputs", gpu="NVIDIA A100-SXM4-80GB",
     ),
     Throughput(
         key="h200-3b-grpo-lora-fused-step",
@@ -62,7 +63,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
                     "edit, verl PR #7679): Qwen2.5-3B architecture with random bf16 weights, LoRA r64, 64 prompts x "
                     "5, every response 1024 tokens (ignore_eos); timing_s/step of step 2 of 2 (step 1: 89.5 s): "
                     "rollout 18.2 s, old log-prob 9.2, reference 7.6, actor update 26.4, weight sync 2.1",
-        source="docs/bench/gpu-hopper-3b.md",
+        source="docs/bench/gpu-hopper-3b.md", gpu="NVIDIA H200",
         config=(("actor_rollout_ref.model.use_fused_kernels", True),),
     ),
     Throughput(
@@ -74,7 +75,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
                     "every response 1024 tokens (ignore_eos); timing_s/step of step 2 (step 1: 414.3 s): rollout "
                     "52.4 s, old log-prob 65.6, reference 56.7, actor update 181.8, weight sync 1.8; at 64 x 5 "
                     "three steps took 206.6, 180.4 and 176.3 s (this scaling says 179.6)",
-        source="docs/bench/gpu-hopper-3b.md",
+        source="docs/bench/gpu-hopper-3b.md", gpu="NVIDIA H200",
         config=(("actor_rollout_ref.model.use_fused_kernels", False),),
     ),
     Throughput(
@@ -88,7 +89,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
                     "(the first 256 responses ran together, verl's max_num_seqs, the last 64 in a smaller second "
                     "wave: at the shipped batch nearly every wave is full, so the rate there is if anything "
                     "higher); nothing has run on two GPUs",
-        source="docs/bench/gpu-hopper-3b.md",
+        source="docs/bench/gpu-hopper-3b.md", gpu="NVIDIA H200",
     ),
 )
 
@@ -106,6 +107,7 @@ class MeasuredMemory:
     phases: tuple[tuple[str, float, float, str], ...]
     measured_on: str
     source: str
+    gpu: str                       # the GPU model it was measured on (nvidia-smi's name)
     config: tuple[tuple[str, object], ...] = ()  # config values it was measured with
 
 
@@ -123,7 +125,7 @@ MEASURED_MEMORY: tuple[MeasuredMemory, ...] = (
                     "whole-GPU peak is step 1's (step 2: 99.9 GiB): it also holds what the trainer process keeps "
                     "between phases beyond its weights and optimizer (CUDA context, cached allocator blocks), "
                     "which the estimate counts as 0.5 GiB",
-        source="docs/bench/gpu-hopper-3b.md",
+        source="docs/bench/gpu-hopper-3b.md", gpu="NVIDIA H200",
         config=(("actor_rollout_ref.model.use_fused_kernels", True),),
     ),
     MeasuredMemory(
@@ -139,7 +141,7 @@ MEASURED_MEMORY: tuple[MeasuredMemory, ...] = (
                     "2 steps, prompts of ~64 tokens; the estimate counts prompts at max_prompt_length (512): "
                     "at the measured lengths it gives 82.4 GiB for the old log-probs (82.2 measured again at "
                     "64 x 5: micro batches of 32 either way)",
-        source="docs/bench/gpu-hopper-3b.md",
+        source="docs/bench/gpu-hopper-3b.md", gpu="NVIDIA H200",
         config=(("actor_rollout_ref.model.use_fused_kernels", False),),
     ),
 )

@@ -160,22 +160,75 @@ def table_cells(rows: list[Row], with_baseline: bool) -> tuple[list[str], list[l
 
 
 def load_summary(path: str | Path) -> dict:
-    """An eval-summary.json written by `rlrecipes eval` (path: the file or its directory)."""
+    """An eval-summary.json written by `rlrecipes eval` (path: the file or its directory); RecipeError when it
+    is missing, unreadable or not a JSON object."""
     path = Path(path)
     file = path / SUMMARY_FILE if path.is_dir() else path
     if not file.is_file():
         raise RecipeError(f"no {SUMMARY_FILE}", where=str(path), hint="run `rlrecipes eval ... --out DIR` first")
     try:
-        return json.loads(file.read_text(encoding="utf-8"))
-    except ValueError as exc:
+        summary = json.loads(file.read_text(encoding="utf-8"))
+    except RecursionError as exc:
+        raise RecipeError("unreadable eval summary: nested too deeply", where=str(file)) from exc
+    except ValueError as exc:  # also a number too long to convert, bytes that are not UTF-8
         raise RecipeError(f"unreadable eval summary: {exc}", where=str(file)) from exc
+    if not isinstance(summary, dict):
+        raise RecipeError("an eval summary is a JSON object", where=str(file))
+    return summary
+
+
+@dataclass(frozen=True)
+class FastEval:
+    """One model's fast in-repo eval in a summary (`fast_eval.<label>`): its score on `n` problems."""
+
+    label: str
+    n: int
+    accuracy: float
+    flexible_accuracy: float | None
+
+
+def _whole(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecipeError(f"{where} is not a whole number: {str(value)[:40]}", where=SUMMARY_FILE)
+    if value > 2**53:
+        raise RecipeError(f"{where} is too large", where=SUMMARY_FILE)
+    return value
+
+
+def _score(value, where: str) -> float:
+    """A score as it was written: NaN, inf or 1.5 are kept, for the check that reads it to call them out."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecipeError(f"{where} is not a number: {str(value)[:40]}", where=SUMMARY_FILE)
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def fast_evals(summary: dict) -> dict[str, FastEval]:
+    """The `fast_eval` block of a summary, by model label; RecipeError where it is not what eval writes."""
+    block = summary.get("fast_eval", {})
+    if not isinstance(block, dict):
+        raise RecipeError("fast_eval is not an object", where=SUMMARY_FILE)
+    out: dict[str, FastEval] = {}
+    for label, entry in block.items():
+        at = f"fast_eval.{label}"
+        if not isinstance(entry, dict):
+            raise RecipeError(f"{at} is not an object", where=SUMMARY_FILE)
+        flexible = entry.get("flexible_accuracy")
+        out[label] = FastEval(label=label, n=_whole(entry.get("n"), f"{at}.n"),
+                              accuracy=_score(entry.get("accuracy"), f"{at}.accuracy"),
+                              flexible_accuracy=None if flexible is None else _score(flexible,
+                                                                                     f"{at}.flexible_accuracy"))
+    return out
 
 
 def fast_eval_cells(summary: dict) -> tuple[list[str], list[list[str]]]:
     """The fast in-repo eval (training reward on the GSM8K test parquet) as table cells."""
     header = ["model", "n", "strict % (the reward)", "flexible %"]
-    cells = [[label, str(fast["n"]), f"{100 * fast['accuracy']:.1f}", f"{100 * fast['flexible_accuracy']:.1f}"]
-             for label, fast in summary.get("fast_eval", {}).items()]
+    cells = [[fast.label, str(fast.n), f"{100 * fast.accuracy:.1f}",
+              "-" if fast.flexible_accuracy is None else f"{100 * fast.flexible_accuracy:.1f}"]
+             for fast in fast_evals(summary).values()]
     return header, cells
 
 

@@ -1,65 +1,46 @@
 """A run judged against its recipe's expected result (the `expect:` block, parsed by
 rlrecipes.recipe.expect_schema when the recipe loads).
 
-A check is `met`, `missed`, or `not measured` (the run's logs lack what it reads, or the recipe says the
-figure means nothing there -- a random-weight smoke model's accuracy). `rlrecipes expect` exits 0 when
-everything measured is met, 1 when anything is missed.
+The verdict has two parts. The *outcome* -- the steps trained, accuracy before and after, gain, reward
+trend, rollout agreement, the merged model against the last step -- decides it: met, or missed. Each of its
+checks is `met`, `missed` or `not measured`, and a check the contract requires that was not measured is not
+met: a run that stopped early, never validated, or logged what another verl logs proves nothing. Only what
+the contract itself declares meaningless there (`{not_measured: why}`, an HF rollout's agreement, a "before"
+the recipe never validates) is not required. NaN, inf, or a fraction outside 0..1 read where an accuracy
+should be are findings (missed), not skipped values.
+
+The *cost* -- s/step, peak memory -- is shown beside it as a ratio to its reference, which was measured on
+one GPU model: compared only with a run on that model, and counted in the verdict only under `--strict`.
+`rlrecipes expect` exits 0 when the verdict is met, 1 when missed.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import math
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlrecipes import reference
-from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError
+from rlrecipes.after.expect_cost import _figure_value, profile_checks, steady_step_times
+from rlrecipes.after.verdict import (MET, MISSED, NOT_MEASURED, OUTCOME, TABLE_HEADER, Check, ExpectResult, RunFacts,
+                                     print_table, table_rows, verdict_line)
+from rlrecipes.errors import RecipeError
 from rlrecipes.recipe.expect_schema import (STEP_TIME, AccuracyExpect, Band, Bound, Expectations, Figure,
-                                            MergedExpect, NotMeasured, ProfileExpect, RewardExpect)
+                                            MergedExpect, NotMeasured, RewardExpect)
 
-MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
-VALIDATION_TIME = "timing_s/testing"
+if TYPE_CHECKING:
+    from rlrecipes.after.evaluate import FastEval
+
+    FastEvals = dict[str, FastEval] | None  # an eval summary's fast evals by model label; None: no --eval
+
+# what other modules and tests take from here
+__all__ = ["MET", "MISSED", "NOT_MEASURED", "OUTCOME", "TABLE_HEADER", "Check", "ExpectResult", "Figure", "NotMeasured",
+           "RunFacts", "_figure_value", "check_run", "judge", "print_table", "steady_step_times", "table_rows",
+           "verdict_line"]
 EVAL_BEFORE, EVAL_AFTER = "baseline", "trained"  # the labels of the two models in an eval summary
 # training/rollout_probs_diff_* are averages over response tokens; a batch without any logs valid=0
 _ROLLOUT_VALID = "training/rollout_probs_diff_valid"
-
-
-# --------------------------------------------------------------------------------------------- judgement
-@dataclass(frozen=True)
-class Check:
-    name: str        # what is expected of the run, in words ("accuracy after training")
-    metric: str      # what it reads: a logged metric, an eval summary field, or "-"
-    expected: str    # the contract's figure
-    value: str       # the run's figure, "-" when it has none
-    status: str      # met | missed | not measured
-    detail: str = ""  # why it was missed or not measured; where the figure comes from
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class ExpectResult:
-    recipe: str
-    profile: str
-    checks: tuple[Check, ...]
-    logs: tuple[str, ...]
-    eval_summary: str | None
-
-    @property
-    def status(self) -> str:
-        return MISSED if any(c.status == MISSED for c in self.checks) else MET
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_FAILED if self.status == MISSED else EXIT_OK
-
-    def counts(self) -> dict[str, int]:
-        return {s: sum(c.status == s for c in self.checks) for s in (MET, MISSED, NOT_MEASURED)}
-
-    def as_dict(self) -> dict:
-        return {"recipe": self.recipe, "profile": self.profile, "status": self.status, "counts": self.counts(),
-                "checks": [c.as_dict() for c in self.checks], "logs": list(self.logs),
-                "eval_summary": self.eval_summary}
 
 
 def _band_text(band: Band) -> str:
@@ -69,7 +50,7 @@ def _band_text(band: Band) -> str:
         text = f">= {band.min:.3f}"
     else:
         text = f"<= {band.max:.3f}"
-    return text + (f" at step {band.step}" if band.step != "" else "")
+    return text + (f" at step {band.step}" if band.step not in ("", "last", "first") else "")
 
 
 def _in_band(value: float, band: Band) -> bool:
@@ -86,6 +67,27 @@ def _at_step(xs: list[int], ys: list[float], step: int | str) -> tuple[int, floa
     return (step, ys[xs.index(step)]) if step in xs else None
 
 
+def _steps_text(steps: list[int]) -> str:
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if steps == list(range(steps[0], steps[-1] + 1)):
+        return f"steps {steps[0]}..{steps[-1]}"
+    return "steps " + ", ".join(map(str, steps[:5])) + (", ..." if len(steps) > 5 else "")
+
+
+def _not_finite(xs: list[int], ys: list[float]) -> list[int]:
+    return [x for x, y in zip(xs, ys) if not math.isfinite(y)]
+
+
+def _accuracy_problem(value: float) -> str | None:
+    """Why `value` cannot be an accuracy, or None."""
+    if not math.isfinite(value):
+        return f"not a number ({value})"
+    if not 0.0 <= value <= 1.0:
+        return "not an accuracy: a fraction lies in 0..1"
+    return None
+
+
 def as_logged(expect: Expectations, logged) -> Expectations:
     """The contract with its validation metrics named as the run's verl logs them (`logged`:
     VerlSpec.logged_metric), so every check reads and shows the name the log holds."""
@@ -97,60 +99,118 @@ def as_logged(expect: Expectations, logged) -> Expectations:
     return replace(expect, accuracy=accuracy, merged_matches_last=merged)
 
 
-def _accuracy_checks(exp: AccuracyExpect, run, summary: dict | None) -> list[Check]:
+def _unlogged(metric: str, run, facts: RunFacts, contract_metric: str, profile: str) -> str:
+    """Why a validation metric is not in the log: another verl's name for it, or no validation at all."""
+    from rlrecipes.verl.specs import SPECS
+
+    keys = set(run.keys)
+    others: dict[str, list[str]] = {}
+    for version, spec in SPECS.items():
+        name = spec.logged_metric(contract_metric)
+        if name != metric and name in keys:
+            others.setdefault(name, []).append(version)
+    if others:
+        name, versions = next(iter(others.items()))
+        return (f"{metric} not logged; the log has {name}, as verl {', '.join(versions)} logs it: a run of another "
+                f"verl than {profile}'s {facts.verl}?")
+    if not any(key.startswith(("val-", "val/")) for key in keys):
+        return f"{metric} not logged: the run validated nowhere (trainer.test_freq, trainer.val_before_train)"
+    return f"{metric} not logged"
+
+
+def _step_check(run, facts: RunFacts) -> Check:
+    name, last = "training steps (the last logged step against the run's planned steps)", max(run.steps)
+    if facts.planned_steps is None:
+        return Check(name, "-", "-", f"step {last}", NOT_MEASURED, facts.planned_from, required=False)
+    value = f"step {last} of {facts.planned_steps}"
+    if last < facts.planned_steps:
+        return Check(name, "-", f"step {facts.planned_steps}", value, MISSED,
+                     f"stopped early: steps {last + 1}..{facts.planned_steps} not logged")
+    return Check(name, "-", f"step {facts.planned_steps}", value, MET, facts.planned_from)
+
+
+def _log_accuracy_checks(exp: AccuracyExpect, run, facts: RunFacts, cited: str, contract_metric: str,
+                         profile: str) -> tuple[list[Check], dict[str, float]]:
+    xs, ys = run.logged(exp.metric)
+    start = _at_step(xs, ys, exp.before.step) if exp.before is not None else None
+    checks: list[Check] = []
+    values: dict[str, float] = {}
+    for label, band in (("before", exp.before), ("after", exp.after)):
+        if band is None:
+            continue
+        name = f"accuracy {label} training"
+        # verl validates at step 0 only with trainer.val_before_train: where the recipe turns it off, the
+        # "before" band is a figure for the reader, not something this run can show
+        required = not (label == "before" and band.step in (0, "first") and not facts.validates_before)
+        found = _at_step(xs, ys, band.step)
+        # "after" at the very step "before" read (one validation logged) says nothing about training
+        same = label == "after" and found is not None and start is not None and found[0] == start[0]
+        if found is None or same:
+            why = ("the recipe does not validate before training (trainer.val_before_train: false)" if not required
+                   else _unlogged(exp.metric, run, facts, contract_metric, profile) if not xs
+                   else f"logged at steps {xs[0]}..{xs[-1]}, not at step {band.step}" if found is None
+                   else f"only one validation logged (step {found[0]})")
+            checks.append(Check(name, exp.metric, _band_text(band), "-", NOT_MEASURED, why, required=required))
+            continue
+        step, value = found
+        shown = f"{value:.4f} at step {step} ({len(xs)} validation{'s' if len(xs) != 1 else ''})"
+        problem = _accuracy_problem(value)
+        if problem:
+            checks.append(Check(name, exp.metric, _band_text(band), shown, MISSED, problem))
+            continue
+        values[label] = value
+        met = _in_band(value, band)
+        checks.append(Check(name, exp.metric, _band_text(band), shown, MET if met else MISSED, cited if met else ""))
+    return checks, values
+
+
+def _eval_accuracy_checks(exp: AccuracyExpect, fast: FastEvals, cited: str) -> tuple[list[Check], dict[str, float]]:
+    checks: list[Check] = []
+    values: dict[str, float] = {}
+    for label, band, model in (("before", exp.before, EVAL_BEFORE), ("after", exp.after, EVAL_AFTER)):
+        if band is None:
+            continue
+        name, metric = f"held-out accuracy {label} training", f"eval fast_eval.{model}.{exp.metric}"
+        entry = (fast or {}).get(model)
+        if entry is None:
+            why = "no eval summary (--eval DIR)" if fast is None else f"the eval summary has no {model} fast eval"
+            checks.append(Check(name, metric, _band_text(band), "-", NOT_MEASURED, why))
+            continue
+        value = entry.accuracy if exp.metric == "accuracy" else entry.flexible_accuracy
+        if value is None:
+            checks.append(Check(name, metric, _band_text(band), "-", NOT_MEASURED, f"{metric} not in the summary"))
+            continue
+        shown = f"{value:.4f} on {entry.n} problems"
+        problem = _accuracy_problem(value)
+        if problem:
+            checks.append(Check(name, metric, _band_text(band), shown, MISSED, problem))
+        else:
+            values[label] = value
+            met = _in_band(value, band)
+            checks.append(Check(name, metric, _band_text(band), shown, MET if met else MISSED, cited if met else ""))
+        if exp.min_problems is not None:
+            checks.append(Check("held-out problems", f"eval fast_eval.{model}.n", f">= {exp.min_problems}",
+                                str(entry.n), MET if entry.n >= exp.min_problems else MISSED))
+    return checks, values
+
+
+def _accuracy_checks(exp: AccuracyExpect, run, fast: FastEvals, facts: RunFacts, contract_metric: str,
+                     profile: str) -> list[Check]:
     cited = "; ".join(f"{key}: {r.before} -> {r.accuracy}" if r.before is not None else f"{key}: {r.accuracy}"
                       for key in exp.cites for r in [reference.ACCURACY_RECORDS[key]])
-    checks: list[Check] = []
-    values: dict[str, float | None] = {"before": None, "after": None}
     if exp.source == "log":
-        xs, ys = run.series(exp.metric)
-        start = _at_step(xs, ys, exp.before.step) if exp.before is not None else None
-        for label, band in (("before", exp.before), ("after", exp.after)):
-            if band is None:
-                continue
-            name, metric = f"accuracy {label} training", exp.metric
-            found = _at_step(xs, ys, band.step)
-            # "after" at the very step "before" read (one validation logged) says nothing about training
-            same = label == "after" and found is not None and start is not None and found[0] == start[0]
-            if found is None or same:
-                why = (f"{exp.metric} not logged" if not xs else
-                       f"logged at steps {xs[0]}..{xs[-1]}, not at step {band.step}" if found is None else
-                       f"only one validation logged (step {found[0]})")
-                checks.append(Check(name, metric, _band_text(band), "-", NOT_MEASURED, why))
-                continue
-            step, value = found
-            values[label] = value
-            checks.append(Check(name, metric, _band_text(band), f"{value:.4f} at step {step}",
-                                MET if _in_band(value, band) else MISSED, cited))
+        checks, values = _log_accuracy_checks(exp, run, facts, cited, contract_metric, profile)
     else:
-        fast = (summary or {}).get("fast_eval", {})
-        for label, band, model in (("before", exp.before, EVAL_BEFORE), ("after", exp.after, EVAL_AFTER)):
-            if band is None:
-                continue
-            name, metric = f"held-out accuracy {label} training", f"eval fast_eval.{model}.{exp.metric}"
-            entry = fast.get(model)
-            if summary is None or not isinstance(entry, dict) or not isinstance(entry.get(exp.metric), (int, float)):
-                why = ("no eval summary (--eval DIR)" if summary is None
-                       else f"the eval summary has no {model} fast eval")
-                checks.append(Check(name, metric, _band_text(band), "-", NOT_MEASURED, why))
-                continue
-            value = float(entry[exp.metric])
-            values[label] = value
-            checks.append(Check(name, metric, _band_text(band), f"{value:.4f} on {entry.get('n', '?')} problems",
-                                MET if _in_band(value, band) else MISSED, cited))
-            if exp.min_problems is not None:
-                n = entry.get("n")
-                ok = isinstance(n, int) and n >= exp.min_problems
-                checks.append(Check("held-out problems", f"eval fast_eval.{model}.n", f">= {exp.min_problems}",
-                                    "-" if n is None else str(n), MET if ok else MISSED))
+        checks, values = _eval_accuracy_checks(exp, fast, cited)
     if exp.gain_min is not None:
         name, expected = "accuracy gain (after - before)", f">= {exp.gain_min:+.3f}"
-        if values["before"] is None or values["after"] is None:
-            checks.append(Check(name, exp.metric, expected, "-", NOT_MEASURED, "needs both accuracies"))
+        required = all(c.required for c in checks if c.name.endswith("training"))
+        if "before" not in values or "after" not in values:
+            checks.append(Check(name, exp.metric, expected, "-", NOT_MEASURED, "needs both accuracies",
+                                required=required))
         else:
             gain = values["after"] - values["before"]
-            checks.append(Check(name, exp.metric, expected, f"{gain:+.4f}",
-                                MET if gain >= exp.gain_min else MISSED))
+            checks.append(Check(name, exp.metric, expected, f"{gain:+.4f}", MET if gain >= exp.gain_min else MISSED))
     return checks
 
 
@@ -158,7 +218,10 @@ def _reward_check(exp: RewardExpect, run) -> Check:
     k = exp.window
     name = f"training reward rises (mean of last {k} - first {k} steps)"
     expected = f">= {exp.rise_min:+.3f}"
-    xs, ys = run.series(exp.metric)
+    xs, ys = run.logged(exp.metric)
+    bad = _not_finite(xs, ys)
+    if bad:
+        return Check(name, exp.metric, expected, "-", MISSED, f"not a number at {_steps_text(bad)}")
     if len(xs) < 2 * k:
         return Check(name, exp.metric, expected, "-", NOT_MEASURED, f"{len(xs)} step(s) logged it; needs {2 * k}")
     first, last = sum(ys[:k]) / k, sum(ys[-k:]) / k
@@ -167,10 +230,16 @@ def _reward_check(exp: RewardExpect, run) -> Check:
                  MET if rise >= exp.rise_min else MISSED)
 
 
-def _bound_checks(bounds: tuple[Bound, ...], run) -> list[Check]:
+def training_steps(run) -> list[int]:
+    """The steps that trained (timed or rewarded), not a step-0 or resume-step validation alone."""
+    return [s for s, m in run.steps.items() if STEP_TIME in m or any(k.startswith("critic/score") for k in m)]
+
+
+def _bound_checks(bounds: tuple[Bound, ...], run, facts: RunFacts) -> list[Check]:
     checks = []
+    trained = len(training_steps(run))
     for bound in bounds:
-        xs, ys = run.series(bound.metric)
+        xs, ys = run.logged(bound.metric)
         if bound.metric.startswith("training/rollout_probs_diff"):
             kept = [(x, y) for x, y in zip(xs, ys) if run.steps[x].get(_ROLLOUT_VALID, 1) != 0]
             xs, ys = [x for x, _ in kept], [y for _, y in kept]
@@ -179,133 +248,85 @@ def _bound_checks(bounds: tuple[Bound, ...], run) -> list[Check]:
                 continue
             name = "rollout vs trainer (every step)"
             expected = f">= {limit:g}" if side == "min" else f"<= {limit:g}"
+            bad = _not_finite(xs, ys)
+            if bad:
+                checks.append(Check(name, bound.metric, expected, "-", MISSED, f"not a number at {_steps_text(bad)}"))
+                continue
             if not xs:
-                checks.append(Check(name, bound.metric, expected, "-", NOT_MEASURED,
-                                    "not logged (an HF rollout, or calculate_log_probs off)"))
+                why = ("the HF rollout logs no rollout log-probs to compare" if facts.hf_rollout else
+                       "not logged (calculate_log_probs off, or a run of another rollout)")
+                checks.append(Check(name, bound.metric, expected, "-", NOT_MEASURED, why,
+                                    required=not facts.hf_rollout))
                 continue
             worst = min(range(len(ys)), key=lambda i: ys[i] if side == "min" else -ys[i])
             ok = ys[worst] >= limit if side == "min" else ys[worst] <= limit
-            checks.append(Check(name, bound.metric, expected,
-                                f"{ys[worst]:.4g} at step {xs[worst]} (worst of {len(xs)})",
+            of = f"{len(xs)} steps" if len(xs) >= trained else f"{len(xs)} of {trained} trained steps"
+            checks.append(Check(name, bound.metric, expected, f"{ys[worst]:.4g} at step {xs[worst]} (worst of {of})",
                                 MET if ok else MISSED))
     return checks
 
 
-def _merged_check(exp: MergedExpect, run, summary: dict | None) -> Check:
+def _merged_check(exp: MergedExpect, run, fast: FastEvals, facts: RunFacts, min_problems: int | None,
+                  profile: str) -> Check:
     name = "merged model scores what the last trained step scored"
     metric = f"{exp.metric} vs eval fast_eval.{EVAL_AFTER}.{exp.eval_metric}"
-    expected = f"within {exp.tolerance:.3f}"
-    xs, ys = run.series(exp.metric)
-    trained = ((summary or {}).get("fast_eval") or {}).get(EVAL_AFTER)
-    score = trained.get(exp.eval_metric) if isinstance(trained, dict) else None
-    if not xs or not isinstance(score, (int, float)):
-        why = (f"{exp.metric} not logged" if not xs else "no eval summary (--eval DIR)" if summary is None
+    expected = f"within {exp.tolerance:.3f}" + (f" on >= {min_problems} problems" if min_problems else "")
+    xs, ys = run.logged(exp.metric)
+    trained = (fast or {}).get(EVAL_AFTER)
+    score = None if trained is None else trained.accuracy if exp.eval_metric == "accuracy" \
+        else trained.flexible_accuracy
+    if not xs or score is None:
+        why = (_unlogged(exp.metric, run, facts, exp.metric, profile) if not xs
+               else "no eval summary (--eval DIR)" if fast is None
+               else f"the eval summary has no {EVAL_AFTER} fast eval" if trained is None
                else f"the eval summary has no {EVAL_AFTER} {exp.eval_metric}")
         return Check(name, metric, expected, "-", NOT_MEASURED, why)
-    diff = float(score) - ys[-1]
-    return Check(name, metric, expected, f"{float(score):.4f} vs {ys[-1]:.4f} at step {xs[-1]} ({diff:+.4f})",
-                 MET if abs(diff) <= exp.tolerance else MISSED)
+    diff = score - ys[-1]
+    value = f"{score:.4f} on {trained.n} problems vs {ys[-1]:.4f} at step {xs[-1]} ({diff:+.4f})"
+    problem = _accuracy_problem(ys[-1]) or _accuracy_problem(score)
+    if problem:
+        return Check(name, metric, expected, value, MISSED, problem)
+    if min_problems is not None and trained.n < min_problems:
+        return Check(name, metric, expected, value, MISSED,
+                     f"scored on {trained.n} problems; the contract needs >= {min_problems} (accuracy.min_problems)")
+    return Check(name, metric, expected, value, MET if abs(diff) <= exp.tolerance else MISSED)
 
 
-def steady_step_times(run) -> tuple[list[int], list[float]]:
-    """timing_s/step of the training steps in steady state: without the first timed step of each launch
-    (start-up: vLLM's graph capture, caches warming) and without the steps that also ran validation (verl
-    times its validation inside the step, `timing_s/testing`: its cost follows test_freq and the test set,
-    not the training)."""
-    firsts = set()
-    for launch in run.launches:
-        timed = sorted(s for s, m in launch.steps.items() if STEP_TIME in m)
-        if timed:
-            firsts.add(timed[0])
-    xs, ys = run.series(STEP_TIME)
-    kept = [(x, y) for x, y in zip(xs, ys) if x not in firsts and VALIDATION_TIME not in run.steps[x]]
-    return [x for x, _ in kept], [y for _, y in kept]
+def _skipped(name: str, reason: str) -> Check:
+    """A check the contract declares meaningless for this recipe (`{not_measured: why}`)."""
+    return Check(name, "-", "-", "-", NOT_MEASURED, reason, required=False)
 
 
-def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
-    """(the contract's figure for this run, how it was obtained), or (None, why it does not apply)."""
-    if figure.ref is None:
-        return figure.value, figure.source
-    found = reference.record(figure.ref)
-    if settings is None:
-        return None, "the run's settings are unknown"
-    if not reference.applies_to(found, settings.get):
-        wanted = ", ".join(f"{k}={v}" for k, v in found.config)
-        return None, f"record {figure.ref} was measured with {wanted}; this recipe on this profile differs"
-    if figure.value is not None:
-        return figure.value, f"{figure.ref} ({found.source})"
-    responses = int(settings.get("data.train_batch_size")) * int(settings.get("actor_rollout_ref.rollout.n") or 1)
-    length = int(settings.get("data.max_response_length"))
-    scaled = reference.step_seconds_at(found, responses, length)
-    how = f"{figure.ref} ({found.source})"
-    if (responses, length) != (found.responses_per_step, found.max_response_length):
-        how += (f", {found.value:g} s at {found.responses_per_step} x {found.max_response_length} tokens scaled to "
-                f"{responses} x {length}")
-    return scaled, how
-
-
-def _profile_checks(entry: ProfileExpect | NotMeasured, profile: str, run, settings) -> list[Check]:
-    names = (f"s/step on {profile} (steady state: no launch's first step, no validation step)",
-             f"peak memory on {profile} (max over steps)")
-    if isinstance(entry, NotMeasured):
-        return [Check(name, "-", "-", "-", NOT_MEASURED, entry.reason) for name in names]
-    checks = []
-    for name, figure, unit in ((names[0], entry.seconds_per_step, "s"), (names[1], entry.peak_memory_gib, "GiB")):
-        if isinstance(figure, NotMeasured):
-            checks.append(Check(name, "-", "-", "-", NOT_MEASURED, figure.reason))
-            continue
-        metric = figure.metric
-        value, how = _figure_value(figure, settings)
-        if value is None:
-            checks.append(Check(name, metric, "-", "-", NOT_MEASURED, how))
-            continue
-        limit = value * (1 + figure.tolerance)
-        expected = f"<= {limit:.2f} {unit} ({value:.2f} +{figure.tolerance:.0%})"
-        if unit == "s":
-            xs, ys = steady_step_times(run)
-            if not ys:
-                checks.append(Check(name, metric, expected, "-", NOT_MEASURED,
-                                    f"no steady-state step logged; from {how}"))
-                continue
-            mean = sum(ys) / len(ys)
-            checks.append(Check(name, metric, expected, f"{mean:.2f} s (mean of {len(ys)} step(s))",
-                                MET if mean <= limit else MISSED, f"from {how}"))
-        else:
-            xs, ys = run.series(figure.metric)
-            if not ys:
-                checks.append(Check(name, metric, expected, "-", NOT_MEASURED, f"not logged; from {how}"))
-                continue
-            peak = max(range(len(ys)), key=lambda i: ys[i])
-            checks.append(Check(name, metric, expected, f"{ys[peak]:.2f} GiB at step {xs[peak]}",
-                                MET if ys[peak] <= limit else MISSED, f"from {how}"))
-    return checks
-
-
-def judge(expect: Expectations, recipe: str, profile: str, run, summary: dict | None = None, settings=None,
-          eval_path: str | None = None) -> ExpectResult:
+def judge(expect: Expectations, recipe: str, profile: str, run, fast: FastEvals = None, settings=None,
+          eval_path: str | None = None, facts: RunFacts | None = None, strict: bool = False) -> ExpectResult:
     """Every expectation of `expect` against a run's metrics (rlrecipes.verl.run_metrics.RunMetrics), an
-    optional eval summary, and `settings` (the ResolvedRun of recipe x profile: for figures scaled from a
-    record measured at other settings). Pure: reads nothing, writes nothing."""
-    checks: list[Check] = []
+    optional eval summary's fast evals (rlrecipes.after.evaluate.fast_evals), `settings` (the ResolvedRun of
+    recipe x profile: for figures scaled from a record measured at other settings) and what else is known
+    of the run (`facts`). Pure: reads nothing, writes nothing."""
+    facts = facts or RunFacts()
+    contract = expect
     if settings is not None:
         expect = as_logged(expect, settings.image.spec.logged_metric)
+    checks: list[Check] = [_step_check(run, facts)]
     if isinstance(expect.accuracy, NotMeasured):
-        checks.append(Check("accuracy", "-", "-", "-", NOT_MEASURED, expect.accuracy.reason))
+        checks.append(_skipped("accuracy", expect.accuracy.reason))
     else:
-        checks += _accuracy_checks(expect.accuracy, run, summary)
+        checks += _accuracy_checks(expect.accuracy, run, fast, facts, contract.accuracy.metric, profile)
     if isinstance(expect.reward, NotMeasured):
-        checks.append(Check("training reward rises", "-", "-", "-", NOT_MEASURED, expect.reward.reason))
+        checks.append(_skipped("training reward rises", expect.reward.reason))
     else:
         checks.append(_reward_check(expect.reward, run))
     if isinstance(expect.rollout_agreement, NotMeasured):
-        checks.append(Check("rollout vs trainer", "-", "-", "-", NOT_MEASURED, expect.rollout_agreement.reason))
+        checks.append(_skipped("rollout vs trainer", expect.rollout_agreement.reason))
     elif expect.rollout_agreement is not None:
-        checks += _bound_checks(expect.rollout_agreement, run)
+        checks += _bound_checks(expect.rollout_agreement, run, facts)
     if expect.merged_matches_last is not None:
-        checks.append(_merged_check(expect.merged_matches_last, run, summary))
-    checks += _profile_checks(expect.profiles[profile], profile, run, settings)
+        problems = expect.accuracy.min_problems if isinstance(expect.accuracy, AccuracyExpect) else None
+        checks.append(_merged_check(expect.merged_matches_last, run, fast, facts, problems, profile))
+    checks += profile_checks(expect.profiles[profile], profile, run, settings, facts)
     return ExpectResult(recipe=recipe, profile=profile, checks=tuple(checks),
-                        logs=tuple(str(launch.path) for launch in run.launches), eval_summary=eval_path)
+                        logs=tuple(str(launch.path) for launch in run.launches), eval_summary=eval_path,
+                        strict=strict, gpu=facts.gpu)
 
 
 # ----------------------------------------------------------------------------------------- reading a run
@@ -314,8 +335,9 @@ def check_identity(recipe: str, run, run_dir: str | None = None) -> None:
 
     What names a run: a console log holds the config verl printed, with `trainer.experiment_name` (the
     recipe's name, `/` as `-`); a JSONL file of verl's file logger holds only steps and metrics, so for it
-    only its directory can say -- the launcher writes LOG_DIR/<recipe>/. Neither names the profile: that
-    is taken on trust.
+    only its directory can say -- the launcher writes LOG_DIR/<recipe>/. Every log is asked, each one in
+    the directory it lies in (a `--log` beside a run directory too), and so is the run directory. Neither
+    names the profile: that is taken on trust.
     """
     from rlrecipes.recipe.load import list_recipes
     from rlrecipes.verl.logs import experiment_names
@@ -323,10 +345,11 @@ def check_identity(recipe: str, run, run_dir: str | None = None) -> None:
     experiment = recipe.replace("/", "-")
     others = {Path(name).name for name in list_recipes()} - {Path(recipe).name}
     for launch in run.launches:
-        folder = Path(run_dir).resolve() if run_dir else launch.path.resolve().parent
-        if folder.name in others:
-            raise RecipeError(f"this log lies in the run directory of recipe {folder.name!r}, not {recipe!r}",
-                              where=str(launch.path), hint=f"pass --recipe {folder.name}, or the log of {recipe}")
+        folders = {launch.path.resolve().parent} | ({Path(run_dir).resolve()} if run_dir else set())
+        for folder in sorted(folders):
+            if folder.name in others:
+                raise RecipeError(f"this log lies in the run directory of recipe {folder.name!r}, not {recipe!r}",
+                                  where=str(launch.path), hint=f"pass --recipe {folder.name}, or the log of {recipe}")
         if launch.kind == "console":
             names = experiment_names(launch.path.read_text(encoding="utf-8", errors="replace"))
             if names and experiment not in names:
@@ -335,8 +358,39 @@ def check_identity(recipe: str, run, run_dir: str | None = None) -> None:
                                   where=str(launch.path))
 
 
+def planned_steps(run, run_dir: str | None, profile: str, settings) -> tuple[int | None, str]:
+    """The run's trainer.total_training_steps: from the config the launcher rendered beside its logs
+    (LOG_DIR/<recipe>/run-<profile>/config.yaml, overrides applied), else the recipe's own setting."""
+    import yaml
+
+    folder = Path(run_dir) if run_dir else run.launches[0].path.parent
+    rendered = folder / f"run-{profile}" / "config.yaml"
+    if rendered.is_file():
+        try:
+            data = yaml.safe_load(rendered.read_text(encoding="utf-8"))
+            steps = data["trainer"]["total_training_steps"]
+        except (yaml.YAMLError, KeyError, TypeError, ValueError):
+            steps = None
+        if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+            return steps, f"trainer.total_training_steps in {rendered.parent.name}/config.yaml"
+    steps = settings.get("trainer.total_training_steps") if settings is not None else None
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        return steps, "the recipe's trainer.total_training_steps"
+    return None, (f"the planned steps are unknown: no run-{profile}/config.yaml beside the logs, and the recipe "
+                  "sets no trainer.total_training_steps")
+
+
+def run_gpu(gpu: str | None, profile) -> tuple[str | None, str]:
+    """The GPU model the run ran on: `--gpu`, else the profile's where it names one model."""
+    if gpu:
+        return gpu, ""
+    if not profile.gpu.name.lower().startswith("any"):
+        return profile.gpu.name, ""
+    return None, f"the run's GPU is unknown (profile {profile.name} is for {profile.gpu.name}; give --gpu NAME)"
+
+
 def check_run(recipe_name: str, profile_name: str, run_dir: str | None = None, logs: list[str] | None = None,
-              eval_dir: str | None = None) -> ExpectResult:
+              eval_dir: str | None = None, gpu: str | None = None, strict: bool = False) -> ExpectResult:
     """Load recipe, profile, logs and eval summary, check they belong together, and judge the run."""
     from rlrecipes.recipe.load import load_profile, load_recipe, resolve
     from rlrecipes.verl.run_metrics import load_run
@@ -352,51 +406,21 @@ def check_run(recipe_name: str, profile_name: str, run_dir: str | None = None, l
     if not run.steps:
         raise RecipeError("the metrics files hold no logged steps", where=run_dir or ", ".join(logs or []))
     check_identity(recipe.name, run, run_dir)
-    summary = eval_file = None
+    fast = eval_file = None
     if eval_dir:
-        from rlrecipes.after.evaluate import SUMMARY_FILE, load_summary
+        from rlrecipes.after.evaluate import SUMMARY_FILE, fast_evals, load_summary
 
-        summary = load_summary(eval_dir)
-        if not isinstance(summary, dict):
-            raise RecipeError("an eval summary is a JSON object", where=eval_dir)
         eval_file = str(Path(eval_dir) / SUMMARY_FILE if Path(eval_dir).is_dir() else Path(eval_dir))
+        try:
+            fast = fast_evals(load_summary(eval_dir))
+        except RecipeError as exc:
+            raise RecipeError(exc.message, where=eval_file, hint=exc.hint) from exc
     settings = resolve(recipe.name, profile.name, env={})
-    return judge(recipe.expect, recipe.name, profile.name, run, summary, settings, eval_file)
+    steps, steps_from = planned_steps(run, run_dir, profile.name, settings)
+    gpu_name, gpu_unknown = run_gpu(gpu, profile)
+    facts = RunFacts(planned_steps=steps, planned_from=steps_from, gpu=gpu_name, gpu_unknown=gpu_unknown,
+                     validates_before=settings.get("trainer.val_before_train") is not False,
+                     hf_rollout=profile.rollout == "hf", verl=settings.image.spec.version)
+    return judge(recipe.expect, recipe.name, profile.name, run, fast, settings, eval_file, facts, strict)
 
 
-# ---------------------------------------------------------------------------------------------- showing
-STATUS_STYLE = {MET: "green", MISSED: "bold red", NOT_MEASURED: "yellow"}
-
-
-def table_rows(result: ExpectResult) -> list[list[str]]:
-    return [[c.name, c.metric, c.expected, c.value, c.status, c.detail] for c in result.checks]
-
-
-TABLE_HEADER = ["expectation", "reads", "contract", "this run", "result", "note"]
-
-
-def verdict_line(result: ExpectResult) -> str:
-    counts = result.counts()
-    return (f"{result.recipe} on {result.profile}: {result.status.upper()} ({counts[MET]} met, {counts[MISSED]} "
-            f"missed, {counts[NOT_MEASURED]} not measured)")
-
-
-def print_table(result) -> None:
-    try:
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
-    except ImportError:  # the verl venvs have no rich
-        for row in table_rows(result):
-            print(" | ".join(row))
-        print(verdict_line(result))
-        return
-    table = Table(title=f"Expected result: {result.recipe} on {result.profile}")
-    for name in TABLE_HEADER:
-        table.add_column(name, overflow="fold")
-    for row in table_rows(result):
-        status = row[4]
-        table.add_row(*map(escape, row[:4]), f"[{STATUS_STYLE[status]}]{status}[/]", escape(row[5]))
-    console = Console()
-    console.print(table)
-    console.print(escape(verdict_line(result)))

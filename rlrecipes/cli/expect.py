@@ -2,8 +2,9 @@
 
 Reads only: the logs (as `rlrecipes report` reads them), the recipe, the eval summary. Writes nothing but
 the JSON result, and that only with --out (temp file + rename), never over one of those inputs (exit 2).
-Exit 0: everything measured is met; 1: something is missed; 2: bad input (no such recipe or profile, an
-empty log, a log of another recipe, an --out over an input).
+Exit 0: the outcome is met (with --strict: and the cost); 1: missed -- an outcome check missed, or one the
+contract requires not measured; 2: bad input (no such recipe or profile, an empty log, a log of another recipe,
+a malformed eval summary, an --out over an input).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ def expect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", required=True, help="the profile it ran on (s/step and memory are per profile)")
     parser.add_argument("--eval", metavar="DIR", help="output directory of `rlrecipes eval` (held-out accuracy, "
                                                       "the merged model's score)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    parser.add_argument("--gpu", metavar="NAME",
+                        help="the GPU model the run ran on, as nvidia-smi names it (default: the profile's, where it "
+                             "names one model): a cost is compared only with a reference measured on that model")
+    parser.add_argument("--strict", action="store_true",
+                        help="the cost (s/step, peak memory against the reference) counts in the verdict too")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the summary")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON result to FILE (atomically)")
 
 
@@ -38,7 +44,8 @@ def expect(args: argparse.Namespace) -> int:
     if args.out:
         refuse_overwrite("--out", args.out, expect_inputs(args), hint="write the verdict beside the logs, e.g. "
                                                                       "LOG_DIR/<recipe>/expect.json")
-    result = check_run(args.recipe, args.profile, args.run_dir, args.log, args.eval)
+    result = check_run(args.recipe, args.profile, args.run_dir, args.log, args.eval, gpu=args.gpu,
+                       strict=args.strict)
     text = json.dumps(result.as_dict(), indent=2) + "\n"
     if args.out:
         atomic_write_text(args.out, text)

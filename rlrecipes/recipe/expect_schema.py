@@ -83,6 +83,7 @@ class Figure:
     tolerance: float           # relative: missed above value * (1 + tolerance)
     source: str                # the measured record: a path under docs/bench/ or a rlrecipes.reference key
     ref: str | None
+    gpu: str                   # the GPU model it was measured on: compared only with a run on that model
 
 
 @dataclass(frozen=True)
@@ -260,8 +261,8 @@ def _figure(data: Any, where: str, kind: str) -> Figure | NotMeasured:
     skipped = _not_measured(data, where)
     if skipped:
         return skipped
-    _strict(data, {"value": False, "ref": False, "source": False, "tolerance": True, "metric": kind == "memory"},
-            where)
+    _strict(data, {"value": False, "ref": False, "source": False, "gpu": False, "tolerance": True,
+                   "metric": kind == "memory"}, where)
     tolerance = _number(data["tolerance"], f"{where}.tolerance")
     if tolerance < 0:
         raise RecipeError(f"tolerance must be >= 0, got {tolerance}", where=f"{where}.tolerance")
@@ -270,27 +271,41 @@ def _figure(data: Any, where: str, kind: str) -> Figure | NotMeasured:
         raise RecipeError("give value (with source) or ref, one of the two", where=where)
     if "ref" in data:
         key = _text(data["ref"], f"{where}.ref")
-        if "source" in data:
-            raise RecipeError("a ref's source is its record's; drop source", where=f"{where}.source")
+        for own in ("source", "gpu"):
+            if own in data:
+                raise RecipeError(f"a ref's {own} is its record's; drop {own}", where=f"{where}.{own}")
         found = reference.record(key)
         if kind == "seconds":
             if not (isinstance(found, reference.Throughput) and found.kind == "step_seconds"):
                 keys = [t.key for t in reference.THROUGHPUTS if t.kind == "step_seconds"]
                 raise RecipeError(f"no whole-step time named {key!r} in rlrecipes/reference.py", where=f"{where}.ref",
                                   hint=f"known: {', '.join(keys)}")
-            return Figure(metric=metric, value=None, tolerance=tolerance, source=found.source, ref=key)
+            return Figure(metric=metric, value=None, tolerance=tolerance, source=found.source, ref=key, gpu=found.gpu)
         if not isinstance(found, reference.MeasuredMemory):
             raise RecipeError(f"no memory measurement named {key!r} in rlrecipes/reference.py", where=f"{where}.ref",
                               hint=f"known: {', '.join(m.key for m in reference.MEASURED_MEMORY)}")
         return Figure(metric=metric, value=_memory_phase(found, metric, f"{where}.ref"), tolerance=tolerance,
-                      source=found.source, ref=key)
+                      source=found.source, ref=key, gpu=found.gpu)
     value = _number(data["value"], f"{where}.value")
     if value <= 0:
         raise RecipeError(f"expected a positive figure, got {value}", where=f"{where}.value")
     if "source" not in data:
         raise RecipeError("missing required key 'source' (the measured record the figure comes from)", where=where)
-    return Figure(metric=metric, value=value, tolerance=tolerance,
-                  source=_check_source(_text(data["source"], f"{where}.source"), f"{where}.source"), ref=None)
+    source = _check_source(_text(data["source"], f"{where}.source"), f"{where}.source")
+    if "gpu" not in data:
+        raise RecipeError("missing required key 'gpu' (the GPU model the figure was measured on)", where=where,
+                          hint="as nvidia-smi names it, e.g. gpu: NVIDIA H200")
+    return Figure(metric=metric, value=value, tolerance=tolerance, source=source, ref=None,
+                  gpu=_gpu(data["gpu"], f"{where}.gpu"))
+
+
+def _gpu(value: Any, where: str) -> str:
+    """A GPU model, as nvidia-smi names it: a cost measured on one GPU is no reference for "any" GPU."""
+    name = _text(value, where)
+    if name.lower().startswith("any"):
+        raise RecipeError(f"a cost is measured on one GPU model, not {name!r}", where=where,
+                          hint="name the GPU the figure was measured on, e.g. NVIDIA H200")
+    return name
 
 
 def _memory_phase(record: reference.MeasuredMemory, metric: str, where: str) -> float:

@@ -126,9 +126,13 @@ def expect_section(result: dict) -> list[str]:
     """The contract table of `rlrecipes expect` (its as_dict()), as Markdown lines."""
     from rlrecipes.after.expect import TABLE_HEADER
 
-    counts = result["counts"]
-    lines = [f"{result['recipe']} on `{result['profile']}`: **{result['status'].upper()}** ({counts['met']} met, "
-             f"{counts['missed']} missed, {counts['not measured']} not measured)", ""]
+    outcome, cost = result["outcome"], result["cost"]
+    counts = outcome["counts"]
+    cost_text = ("not compared" if cost["status"] == "not measured" else
+                 f"{cost['status']}" + (", counted (--strict)" if result["strict"] else ", shown only"))
+    lines = [f"{result['recipe']} on `{result['profile']}`: **{result['status'].upper()}** -- outcome "
+             f"{outcome['status']} ({counts['met']} met, {counts['missed']} missed, {counts['not measured']} not "
+             f"measured); cost {cost_text}", ""]
     rows = [[c["name"], f"`{c['metric']}`" if c["metric"] != "-" else "-", c["expected"], c["value"],
              f"**{c['status']}**" if c["status"] == "missed" else c["status"], c["detail"]] for c in result["checks"]]
     return lines + _md_table(TABLE_HEADER, rows)

@@ -108,6 +108,9 @@ def resumed_without_training(text: str, total_steps: int | None = None) -> int |
     return None if trained else start
 
 
+_MAX_STEP = 2**53  # beyond it a step is no whole float, and no run trains that long
+
+
 def _step_number(value) -> int:
     """A logged step: a whole number >= 0. NaN, infinity (int() raised OverflowError), 1.5, true, "3" are
     not steps."""
@@ -117,16 +120,25 @@ def _step_number(value) -> int:
         raise ValueError(f"step {value!r} is not a whole number")
     if value < 0:
         raise ValueError(f"step {value!r} is negative")
+    if value > _MAX_STEP:
+        raise ValueError("step is too large")
     return int(value)
+
+
+def _number(value: int | float) -> float:
+    """A logged number as a float; an integer too large for one (401 digits) is infinite: a value the
+    check that reads it calls out, not a crash."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _coerce(data: dict) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in data.items():
-        if isinstance(value, bool):
-            out[key] = float(value)
-        elif isinstance(value, (int, float)):
-            out[key] = float(value)
+        if isinstance(value, (bool, int, float)):
+            out[key] = _number(value)
         elif value is None:  # orjson writes NaN as null
             out[key] = float("nan")
     return out
@@ -134,7 +146,10 @@ def _coerce(data: dict) -> dict[str, float]:
 
 def parse_jsonl_record(line: bytes | str) -> tuple[int, dict[str, float]]:
     """(step, metrics) of one file-logger line; ValueError, KeyError or TypeError when it is not one."""
-    record = json.loads(line)
+    try:
+        record = json.loads(line)
+    except RecursionError as exc:  # nested deeper than the parser's stack
+        raise ValueError("nested too deeply") from exc
     step = _step_number(record["step"])
     data = record["data"]
     if not isinstance(data, dict):

@@ -74,6 +74,11 @@ class RunMetrics:
                 ys.append(value)
         return xs, ys
 
+    def logged(self, key: str) -> tuple[list[int], list[float]]:
+        """Every step that logged `key`, with its value as logged: NaN (orjson's null) and inf included."""
+        xs = [step for step in sorted(self.steps) if key in self.steps[step]]
+        return xs, [self.steps[step][key] for step in xs]
+
     def has(self, key: str) -> bool:
         return bool(self.series(key)[0])
 

@@ -20,18 +20,19 @@ CHECKS = ("accuracy before", "accuracy after", "accuracy gain", "training reward
 
 RUNS = [
     # run, recipe, exit, statuses in CHECKS order, the after-accuracy the log shows
-    ("g3e4", "canary-grpo-lora", 0, (MET, MET, MET, MET, MET, MET), "0.5293 at step 100"),
-    ("g1e3", "canary-grpo-lora", 0, (MET, MET, MET, MET, MET, MET), "0.5312 at step 100"),
-    ("ppo1e5", "canary-ppo", 0, (MET, MET, MET, MET, MET, MET), "0.4902 at step 100"),
-    ("ppo3e6", "canary-ppo", 0, (MET, MET, MET, MET, MET, MET), "0.4473 at step 100"),
+    ("g3e4", "canary-grpo-lora", 0, (MET, MET, MET, MET, MET, MET), "0.5293 at step 100 (11 validations)"),
+    ("g1e3", "canary-grpo-lora", 0, (MET, MET, MET, MET, MET, MET), "0.5312 at step 100 (11 validations)"),
+    ("ppo1e5", "canary-ppo", 0, (MET, MET, MET, MET, MET, MET), "0.4902 at step 100 (11 validations)"),
+    ("ppo3e6", "canary-ppo", 0, (MET, MET, MET, MET, MET, MET), "0.4473 at step 100 (11 validations)"),
     # negative controls: the reward ignores the answer; the step-0 "accuracy" is the control reward's rate
-    ("shuf3e4", "canary-grpo-lora", 1, (MET, MISSED, MISSED, MISSED, MISSED, MET), "0.2305 at step 100"),
-    ("shuf1e3", "canary-grpo-lora", 1, (MET, MISSED, MISSED, MISSED, MISSED, MET), "0.2910 at step 100"),
+    ("shuf3e4", "canary-grpo-lora", 1, (MET, MISSED, MISSED, MISSED, MISSED, MET), "0.2305 at step 100 (11 validations)"),
+    ("shuf1e3", "canary-grpo-lora", 1, (MET, MISSED, MISSED, MISSED, MISSED, MET), "0.2910 at step 100 (11 validations)"),
 ]
 
 
 def judge(capsys, args: list[str]) -> tuple[int, dict[str, dict]]:
-    code = main(["expect", *args, "--profile", "any-1gpu", "--json"])
+    # the runs of docs/bench/gpu-canary.md ran on an H200: their cost is compared with the H200 reference
+    code = main(["expect", *args, "--profile", "any-1gpu", "--gpu", "NVIDIA H200", "--json"])
     result = json.loads(capsys.readouterr().out)
     checks = {}
     for prefix in CHECKS + ("peak memory",):
@@ -54,7 +55,7 @@ def test_merged_model_that_is_not_the_trained_one_is_caught(capsys):
     """shuf3e4's merged model scores 2.1 % where verl's last validation (of the control reward) read 0.23."""
     (log,) = (CANARY / "shuf3e4").glob("console-*.log")
     _, checks = judge(capsys, ["--log", str(log), "--recipe", "canary-grpo-lora", "--eval", str(CANARY / "shuf3e4")])
-    assert checks["merged model scores"]["value"].startswith("0.0215 vs 0.2305")
+    assert checks["merged model scores"]["value"].startswith("0.0215 on 512 problems vs 0.2305")
 
 
 def test_unpatched_rollout_is_missed_without_an_eval(capsys):

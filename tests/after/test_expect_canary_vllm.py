@@ -25,8 +25,9 @@ def judge(capsys, run: str, profile: str = "any-1gpu-hopper", runs: Path = RUNS,
           eval_dir: bool = False) -> tuple[int, dict[tuple[str, str], dict]]:
     (log,) = (runs / run / "logs" / "canary-grpo-lora").glob("metrics-*.jsonl")
     extra = ["--eval", str(runs / run / "merged" / "eval")] if eval_dir else []
+    # every run here ran on an H200: its cost is compared with the H200 references
     code = main(["expect", "--log", str(log), "--recipe", "canary-grpo-lora", "--profile", profile, "--json",
-                 *extra])
+                 "--gpu", "NVIDIA H200", *extra])
     result = json.loads(capsys.readouterr().out)
     return code, {(c["name"].split(" (")[0], c["metric"]): c for c in result["checks"]}
 
@@ -42,12 +43,12 @@ def test_the_canary_as_shipped_meets_its_whole_contract(capsys):
     code, checks = judge(capsys, "canary", runs=HOPPER, eval_dir=True)
     assert code == 0
     assert {c["status"] for c in checks.values()} == {MET}
-    assert len(checks) == 9
+    assert len(checks) == 10
     after = [c for (n, m), c in checks.items() if n.startswith("accuracy after")][0]
-    assert after["value"] == "0.4688 at step 60"
+    assert after["value"] == "0.4688 at step 60 (7 validations)"
     assert [c["value"] for (n, m), c in checks.items() if n.startswith("accuracy gain")] == ["+0.2480"]
     assert [c["value"] for (n, m), c in checks.items() if n.startswith("merged model")] == [
-        "0.4648 vs 0.4688 at step 60 (-0.0039)"]
+        "0.4648 on 512 problems vs 0.4688 at step 60 (-0.0039)"]
     corr = [c for (n, m), c in checks.items() if m == CORR][0]
     assert corr["value"].startswith("0.9967 at step 58")
 
@@ -72,7 +73,7 @@ def test_adapter_sync_cut_with_the_shipped_settings_is_missed_everywhere_it_shou
     assert status(checks, "accuracy before") == MET
     assert status(checks, "s/step") == MET and status(checks, "peak memory") == MET
     after = [c for (n, m), c in checks.items() if n.startswith("accuracy after")][0]
-    assert after["value"] == "0.2207 at step 20"
+    assert after["value"] == "0.2207 at step 20 (3 validations)"
 
 
 def test_adapter_sync_cut_is_missed_by_the_agreement_and_the_flat_accuracy(capsys):
@@ -85,7 +86,7 @@ def test_adapter_sync_cut_is_missed_by_the_agreement_and_the_flat_accuracy(capsy
     # vLLM validates with the adapter it holds, the first one: the warm start's accuracy, to the problem
     assert status(checks, "accuracy before") == MET
     after = [c for (n, m), c in checks.items() if n.startswith("accuracy after")][0]
-    assert after["status"] == MISSED and after["value"] == "0.2207 at step 30"
+    assert after["status"] == MISSED and after["value"] == "0.2207 at step 30 (4 validations)"
     assert status(checks, "accuracy gain") == MISSED
     assert status(checks, "training reward rises") == MISSED
 

@@ -1,0 +1,115 @@
+"""The cost of a run beside its outcome: s/step and peak memory against the contract's reference, which was
+measured on one GPU model and is compared only with a run on that model (rlrecipes.after.verdict: shown,
+counted in the verdict only under `--strict`)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from rlrecipes import reference
+from rlrecipes.after.verdict import COST, MET, MISSED, NOT_MEASURED, Check, RunFacts
+from rlrecipes.recipe.expect_schema import STEP_TIME, Figure, NotMeasured, ProfileExpect
+
+VALIDATION_TIME = "timing_s/testing"
+
+
+def steady_step_times(run) -> tuple[list[int], list[float]]:
+    """timing_s/step of the training steps in steady state: without the first timed step of each launch
+    (start-up: vLLM's graph capture, caches warming) and without the steps that also ran validation (verl
+    times its validation inside the step, `timing_s/testing`: its cost follows test_freq and the test set,
+    not the training)."""
+    firsts = set()
+    for launch in run.launches:
+        timed = sorted(s for s, m in launch.steps.items() if STEP_TIME in m)
+        if timed:
+            firsts.add(timed[0])
+    xs, ys = run.series(STEP_TIME)
+    kept = [(x, y) for x, y in zip(xs, ys) if x not in firsts and VALIDATION_TIME not in run.steps[x]]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
+def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
+    """(the contract's figure for this run, how it was obtained), or (None, why it does not apply)."""
+    if figure.ref is None:
+        return figure.value, figure.source
+    found = reference.record(figure.ref)
+    if settings is None:
+        return None, "the run's settings are unknown"
+    if not reference.applies_to(found, settings.get):
+        wanted = ", ".join(f"{k}={v}" for k, v in found.config)
+        return None, f"record {figure.ref} was measured with {wanted}; this recipe on this profile differs"
+    if figure.value is not None:
+        return figure.value, f"{figure.ref} ({found.source})"
+    responses = int(settings.get("data.train_batch_size")) * int(settings.get("actor_rollout_ref.rollout.n") or 1)
+    length = int(settings.get("data.max_response_length"))
+    scaled = reference.step_seconds_at(found, responses, length)
+    how = f"{figure.ref} ({found.source})"
+    if (responses, length) != (found.responses_per_step, found.max_response_length):
+        how += (f", {found.value:g} s at {found.responses_per_step} x {found.max_response_length} tokens scaled to "
+                f"{responses} x {length}")
+    return scaled, how
+
+
+def same_gpu(a: str, b: str) -> bool:
+    """One GPU model, however it is written ("NVIDIA H200", "H200", "nvidia h200")."""
+    def key(name: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", ""))
+    return key(a) == key(b)
+
+
+def _measured_cost(kind: str, figure: Figure, run) -> tuple[float, str, str] | str:
+    """(the run's figure, its text, the unit) or why it has none."""
+    if kind == "seconds":
+        _, ys = steady_step_times(run)
+        if not ys:
+            return "no steady-state step logged"
+        mean = sum(ys) / len(ys)
+        return mean, f"{mean:.2f} s ({len(ys)} steps)", "s"
+    xs, ys = run.series(figure.metric)
+    if not ys:
+        return f"{figure.metric} not logged"
+    peak = max(range(len(ys)), key=lambda i: ys[i])
+    return ys[peak], f"{ys[peak]:.2f} GiB (step {xs[peak]})", "GiB"
+
+
+def _cost_check(name: str, kind: str, figure: Figure, run, settings, facts: RunFacts) -> Check:
+    value, how = _figure_value(figure, settings)
+    if value is None:
+        return Check(name, figure.metric, "-", "-", NOT_MEASURED, how, part=COST, required=False)
+    limit = value * (1 + figure.tolerance)
+    unit = "s" if kind == "seconds" else "GiB"
+    expected = f"<= {limit:.2f} {unit} ({value:.2f} +{figure.tolerance:.0%})"
+    measured = _measured_cost(kind, figure, run)
+    if isinstance(measured, str):
+        return Check(name, figure.metric, expected, "-", NOT_MEASURED, f"{measured}; from {how}", part=COST,
+                     required=False)
+    number, text, unit = measured
+    reference_text = f"the reference {value:.2f} {unit} was measured on {figure.gpu}"
+    if facts.gpu is None or not same_gpu(facts.gpu, figure.gpu):
+        why = (f"{facts.gpu_unknown}; {reference_text}" if facts.gpu is None
+               else f"the run's GPU is {facts.gpu}, {reference_text}")
+        return Check(name, figure.metric, expected, text, NOT_MEASURED, f"not compared: {why}", part=COST,
+                     required=False)
+    if not math.isfinite(number):
+        return Check(name, figure.metric, expected, text, MISSED, "not a number", part=COST, required=False)
+    shown = f"{text}, {number / value:.2f}x the reference {value:.2f} {unit} on {figure.gpu}"
+    return Check(name, figure.metric, expected, shown, MET if number <= limit else MISSED, f"from {how}", part=COST,
+                 required=False)
+
+
+def profile_checks(entry: ProfileExpect | NotMeasured, profile: str, run, settings, facts: RunFacts) -> list[Check]:
+    names = (f"s/step on {profile} (steady state: no launch's first step, no validation step)",
+             f"peak memory on {profile} (max over steps)")
+    if isinstance(entry, NotMeasured):
+        return [Check(name, "-", "-", "-", NOT_MEASURED, entry.reason, part=COST, required=False) for name in names]
+    checks = []
+    for name, figure, kind in ((names[0], entry.seconds_per_step, "seconds"),
+                               (names[1], entry.peak_memory_gib, "memory")):
+        if isinstance(figure, NotMeasured):
+            checks.append(Check(name, "-", "-", "-", NOT_MEASURED, figure.reason, part=COST, required=False))
+        else:
+            checks.append(_cost_check(name, kind, figure, run, settings, facts))
+    return checks
+
+
