@@ -48,7 +48,7 @@ attempt() {  # N: start the user's command in a session of its own (no job contr
 }
 last_step() {
   local s
-  s=$(grep -ahoE '^step:[0-9]+' "$LG"/console-*.log 2>/dev/null | cut -d: -f2 | sort -n | tail -1)
+  s=$(grep -ahoE '(^|[) ])step:[0-9]+' "$LG"/console-*.log 2>/dev/null | sed 's/.*step://' | sort -n | tail -1)
   echo "${s:-0}"
 }
 tracker() { cat "$CK/latest_checkpointed_iteration.txt" 2>/dev/null || echo none; }
@@ -64,12 +64,13 @@ after_stop() {  # what a stop left behind, 15 s later
 }
 
 stamp "attempt 1: make reproduce; SIGTERM to the reproduce process at step $STOP_STEP"
-attempt 1
+if [ -n "${ATTACH:-}" ]; then pid=$(pgrep -xf "make reproduce RECIPE=$RECIPE PROFILE=$PROFILE ARGS=$ARGS" | head -1)
+else attempt 1; fi
 while kill -0 "$pid" 2>/dev/null && [ "$(last_step)" -lt "$STOP_STEP" ]; do sleep 1; done
 target=$(pgrep -f "rlrecipes reproduce $RECIPE" | head -1)
 stamp "attempt 1: step $(last_step) logged, tracker $(tracker); SIGTERM to pid $target"
 kill -TERM "$target"
-wait "$pid"; rc=$?
+while kill -0 "$pid" 2>/dev/null; do sleep 1; done; wait "$pid" 2>/dev/null; rc=$?
 stamp "attempt 1: make exit $rc; $(grep -a '^\[reproduce\] train' "$O/attempt-1.log" | tail -1)"
 after_stop 1
 
