@@ -13,8 +13,8 @@
 # The train stage runs the checkpoint watchdog beside the trainer (compose.yaml runs it as a sidecar; a pod
 # has one container): it keeps the last WATCHDOG_KEEP_LAST checkpoints and the disk floor, and follows the
 # run's logs. When it reports the run stalled, the launcher's stop guard (RLRECIPES_STALL_STATUS) stops verl
-# with exit 75 and the stage relaunches it (preflight, resume-check, launcher) at most STALL_RESTARTS times,
-# as the image's `run` stage does (scripts/entrypoint.sh); any other exit status ends the stage.
+# with exit 75 and the stage engine's `resume` (rlrecipes stage resume, the same as the image's `run` and
+# `resume` stages) relaunches it at most STALL_RESTARTS times; any other exit status ends the stage.
 #
 # Environment: RECIPE (required with AUTO_TRAIN=1), PROFILE (empty: the recipe's own), AUTO_TRAIN (0|1),
 # WANDB_API_KEY / HF_TOKEN (RunPod secrets), WORKSPACE (default /workspace), FORCE_STAGES (e.g. "eval report":
@@ -40,7 +40,6 @@ set -euo pipefail
 : "${WATCHDOG_KEEP_LAST:=2}"
 : "${WATCHDOG_INTERVAL:=30}"
 : "${WATCHDOG_ARGS:=}"
-EXIT_STALLED=75  # the stop guard's: the watchdog reported the run stalled and the guard stopped it
 
 # Everything a run reads or writes on the volume: the container disk is lost when the pod stops.
 MODELS_DIR="$WORKSPACE/models"
@@ -50,7 +49,7 @@ LOG_DIR="$WORKSPACE/logs"
 HF_HOME="$WORKSPACE/hf-cache"
 EVAL_DIR="$WORKSPACE/eval"
 REPORTS_DIR="$WORKSPACE/reports"
-export WORKSPACE RLRECIPES_HOME MODELS_DIR DATA_DIR CKPT_DIR LOG_DIR HF_HOME
+export WORKSPACE RLRECIPES_HOME MODELS_DIR DATA_DIR CKPT_DIR LOG_DIR HF_HOME STALL_RESTARTS
 
 mkdir -p "$LOG_DIR"
 HOOK_LOG="$LOG_DIR/runpod-start.log"
@@ -113,7 +112,6 @@ print(d.name, d.dir_name, d.template, run.recipe.model.dir_name, build_plan(run)
         "$RECIPE" "$PROFILE"
 }
 
-profile_args() { if [ -n "$PROFILE" ]; then printf '%s\n' --profile "$PROFILE"; fi; }
 
 stage() {
     local name=$1 done_file=$2
@@ -129,16 +127,6 @@ stage() {
         log "$name failed with exit code $code"
         finish "$code"
     fi
-}
-
-launcher() {
-    if [ -z "$PROFILE" ]; then
-        printf '%s\n' "$RLRECIPES_HOME/recipes/$RECIPE.sh"
-        return
-    fi
-    local out="$LOG_DIR/$RECIPE/run-$PROFILE"
-    rlrecipes render "$RECIPE" --profile "$PROFILE" --out "$out" >&2
-    printf '%s\n' "$out/train.sh"
 }
 
 WATCHDOG_PID=
@@ -167,55 +155,27 @@ stop_watchdog() {
 }
 
 # One launch: preflight, resume-check, the launcher; returns the launcher's exit status.
-launch() {
-    local -a prof
-    mapfile -t prof < <(profile_args)
-    rlrecipes preflight "$RECIPE" "${prof[@]}" || return
-    if [ -d "$CKPT_DIR/$RECIPE" ]; then
-        rlrecipes resume-check --root "$CKPT_DIR/$RECIPE" || return
-    fi
-    local script
-    script=$(launcher) || return
-    # In the background with the signal passed on: a stopped pod's SIGTERM must reach the launcher's stop guard
-    # (which lets a checkpoint save finish), not just end this shell while verl is killed mid-save.
-    bash "$script" &
+# The stage engine's `resume` (rlrecipes/launch/stages.py): resume-check, preflight, the launcher (the run directory
+# of another profile reused across pod restarts), a relaunch after a stall (exit 75) at most STALL_RESTARTS times.
+# The pod's SIGTERM is passed on to it once; it stops the trainer the way the images' entry point does.
+train() {
+    start_watchdog || return
+    local code=0
+    rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" resume &
     TRAIN_PID=$!
     trap 'STOPPING=1; kill -TERM "$TRAIN_PID" 2>/dev/null' TERM INT
-    local code=0
     while :; do
         code=0
         wait "$TRAIN_PID" || code=$?
         kill -0 "$TRAIN_PID" 2>/dev/null || break
     done
     trap - TERM INT
+    stop_watchdog
     if [ "$STOPPING" = 1 ]; then
         log "stopped (signal) with exit code $code; the next start resumes from the last whole checkpoint"
-        stop_watchdog
         exit "$code"
     fi
-    return "$code"
-}
-
-# Runs under stage's `"$@" || code=$?`, where set -e is off: every step returns its own failure.
-train() {
-    [[ "$STALL_RESTARTS" =~ ^[0-9]+$ ]] || { log "error: STALL_RESTARTS must be a whole number, not '$STALL_RESTARTS'"; return 2; }
-    start_watchdog || return
-    local restarts=0 code
-    while :; do
-        code=0
-        launch || code=$?
-        if [ "$code" -ne "$EXIT_STALLED" ] || [ "$restarts" -ge "$STALL_RESTARTS" ]; then
-            break
-        fi
-        restarts=$((restarts + 1))
-        log "the run stalled and was stopped (exit $EXIT_STALLED); relaunch $restarts of $STALL_RESTARTS from the last whole checkpoint"
-    done
-    stop_watchdog
-    if [ "$code" -eq "$EXIT_STALLED" ]; then
-        log "error: the run stalled again after $restarts relaunch(es) (STALL_RESTARTS=$STALL_RESTARTS); giving up"
-    fi
     [ "$code" -eq 0 ] || return "$code"
-    # verl exits 0 only after its last step; remember that, so a restarted pod does not train again.
     mkdir -p "$LOG_DIR/$RECIPE" || return
     printf 'finished %s (tracker: %s)\n' "$(date -u +%FT%TZ)" \
         "$(cat "$CKPT_DIR/$RECIPE/latest_checkpointed_iteration.txt" 2>/dev/null || echo none)" \

@@ -227,9 +227,10 @@ FAKE_RLRECIPES = textwrap.dedent("""\
             mkdir -p "$out"; echo '{}' > "$out/eval-summary.json" ;;
       report) out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
               mkdir -p "$out"; echo report > "$out/report.md" ;;
-      preflight) [ -z "${FAIL_PREFLIGHT:-}" ] || exit 4 ;;
-      resume-check) ;;
       watchdog) exec "$RLRECIPES_PYTHON" -m rlrecipes "$@" ;;  # the real one
+      # the real stage engine; the commands it runs (preflight, resume-check) recorded by tests/fixtures/stage_stub
+      stage) PYTHONPATH="$STAGE_STUB:$PYTHONPATH" STAGE_CALLS="$CALLS" STAGE_CALLS_PREFIX="rlrecipes " \
+                 STAGE_CODES_preflight="${FAIL_PREFLIGHT:+4}" exec "$RLRECIPES_PYTHON" -m rlrecipes "$@" ;;
       *) echo "unexpected command: $*" >&2; exit 9 ;;
     esac
 """)
@@ -271,6 +272,7 @@ def pod(tmp_path):
         "WORKSPACE": str(workspace), "RLRECIPES_HOME": str(home), "RUNPOD_START_SH": str(tmp_path / "start.sh"),
         "RECIPE": "qwen2.5-3b-gsm8k-grpo-lora", "AUTO_TRAIN": "1", "RUNPOD_HOOK_STAY": "0",
         "RLRECIPES_PYTHON": str(Path(os.sys.executable)), "PYTHONPATH": str(REPO),
+        "STAGE_STUB": str(REPO / "tests" / "fixtures" / "stage_stub"),
     }
     return tmp_path, env
 
@@ -292,7 +294,8 @@ def test_hook_runs_the_pipeline_under_workspace_then_skips_on_restart(pod):
     assert proc.returncode == 0, proc.stderr
     calls = _calls(tmp_path)
     stages = [c.split()[1] if c.startswith("rlrecipes") else c.split()[0] for c in calls
-              if not c.startswith(("runpod", "rlrecipes watchdog"))]
+              if not c.startswith(("runpod", "rlrecipes watchdog", "rlrecipes stage"))]
+    assert f"rlrecipes stage --recipe {env['RECIPE']} --profile  resume" in calls
     assert stages == ["data", "model", "preflight", "train", "merge", "eval", "report"]
     # the watchdog ran beside the trainer (it starts in the background, so its line may come after preflight's)
     (watchdog,) = [c for c in calls if c.startswith("rlrecipes watchdog")]
@@ -386,8 +389,8 @@ def test_hook_runs_the_watchdog_which_gets_a_stalled_run_relaunched(pod):
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text() == "6"
     assert (run_dir / "global_step_6").is_dir() and not (run_dir / "global_step_1").exists()  # pruned (--keep-last 2)
     calls = [c for c in _calls(tmp_path) if not c.startswith("runpod")]
-    assert [c.split()[1] for c in calls if c.startswith("rlrecipes") and c.split()[1] != "watchdog"] == [
-        "data", "model", "preflight", "preflight", "resume-check", "merge", "eval", "report"]
+    assert [c.split()[1] for c in calls if c.startswith("rlrecipes") and c.split()[1] not in ("watchdog", "stage")] == [
+        "data", "model", "preflight", "resume-check", "preflight", "merge", "eval", "report"]
     assert json.loads((ws / "checkpoints" / ".watchdog" / "status.json").read_text())  # it wrote its status
     assert _watchdog_gone(proc.stderr), "the watchdog outlived the train stage"
     assert (ws / "logs" / "qwen2.5-3b-gsm8k-grpo-lora" / "train.done").exists()
@@ -414,8 +417,8 @@ def test_hook_resumes_an_unfinished_run(pod):
     proc = _hook(env)
     assert proc.returncode == 0, proc.stderr
     calls = [c for c in _calls(tmp_path) if not c.startswith("runpod")]
-    assert [c.split()[1] for c in calls if c.startswith("rlrecipes") and c.split()[1] != "watchdog"][:3] == [
-        "preflight", "resume-check", "merge"]
+    assert [c.split()[1] for c in calls if c.startswith("rlrecipes") and c.split()[1] not in ("watchdog", "stage")
+            ][:3] == ["resume-check", "preflight", "merge"]
     assert any(c.startswith("train") for c in calls)
     assert (ws / "reports" / "qwen2.5-3b-gsm8k-grpo-lora" / "report.md").exists()
 
@@ -426,7 +429,7 @@ def test_hook_stops_when_preflight_fails(pod):
     assert proc.returncode == 4, proc.stderr
     assert "train failed with exit code 4" in proc.stderr
     # the watchdog runs in the background beside the stage: its call lands in the log whenever it starts
-    calls = [c for c in _calls(tmp_path) if not c.startswith(("runpod", "rlrecipes watchdog"))]
+    calls = [c for c in _calls(tmp_path) if not c.startswith(("runpod", "rlrecipes watchdog", "rlrecipes stage"))]
     assert calls[-1].startswith("rlrecipes preflight") and not any(c.startswith("train") for c in calls)
     assert not (Path(env["WORKSPACE"]) / "logs" / "qwen2.5-3b-gsm8k-grpo-lora" / "train.done").exists()
 
