@@ -21,6 +21,15 @@ def reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="print the stages and their state; run nothing")
 
 
+def gpu_model() -> str | None:
+    """The model of this host's GPUs when they are all one (expect compares the run's cost only with references
+    measured on it); None without GPUs or with mixed ones."""
+    from rlrecipes.preflight.inventory import detect_inventory
+
+    names = {gpu.name for gpu in detect_inventory().gpus}
+    return names.pop() if len(names) == 1 else None
+
+
 def say(message: str, error: bool = False) -> None:
     print(f"[reproduce] {message}", file=sys.stderr if error else sys.stdout, flush=True)
 
@@ -28,7 +37,7 @@ def say(message: str, error: bool = False) -> None:
 def reproduce(args: argparse.Namespace) -> int:
     run = resolve_recipe(args)
     reports_dir = Path(os.environ.get("REPORTS_DIR", REPORTS_DIR_DEFAULT))
-    stages = plan_stages(run, list(args.overrides), reports_dir)
+    stages = plan_stages(run, list(args.overrides), reports_dir, gpu=gpu_model())
     identity = {"recipe": run.name, "profile": run.profile.name, "overrides": list(args.overrides)}
     state = Run(run.log_dir / STATE_FILE, identity, restart=args.restart and not args.list)
     if args.list:

@@ -51,8 +51,9 @@ class Stage:
         return [sys.executable, "-m", "rlrecipes", *self.argv]
 
 
-def plan_stages(run, overrides: list[str], reports_dir: Path) -> list[Stage]:
-    """The stages of `run` (a ResolvedRun), in order, with the paths each reads and writes."""
+def plan_stages(run, overrides: list[str], reports_dir: Path, gpu: str | None = None) -> list[Stage]:
+    """The stages of `run` (a ResolvedRun), in order, with the paths each reads and writes. `gpu`: the GPU model
+    this host trains on, for expect to weigh the cost against references measured on that model."""
     paths = run.paths
     models = Path(paths["MODELS_DIR"])
     logs, name, profile = run.log_dir, run.name, run.profile.name
@@ -79,7 +80,7 @@ def plan_stages(run, overrides: list[str], reports_dir: Path) -> list[Stage]:
         Stage("report", ("report", str(logs), "--out", str(reports_dir / name), "--eval", str(evaluated),
                          "--recipe", name, "--profile", profile)),
         Stage("expect", ("expect", str(logs), "--recipe", name, "--profile", profile, "--eval", str(evaluated),
-                         "--out", str(logs / "expect.json")), verdicts=(0, 1)),
+                         "--out", str(logs / "expect.json"), *(("--gpu", gpu) if gpu else ())), verdicts=(0, 1)),
     ]
     return stages
 

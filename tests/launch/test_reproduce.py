@@ -61,6 +61,8 @@ class Stages:
 
     def __call__(self, stage, env):
         self.calls.append(stage.name)
+        if stage.name == "expect":  # the stand-in one-H200 host's GPU model, for the cost references
+            assert stage.argv[-2:] == ("--gpu", "NVIDIA H200")
         self.argv[stage.name] = stage.argv
         assert env["RECIPE"] and env["LOG_DIR"] == os.environ["LOG_DIR"]
         if stage.name in self.stop:
@@ -93,6 +95,9 @@ def test_the_stages_of_an_offline_recipe_and_of_a_hub_recipe(monkeypatch, tmp_pa
     assert canary[5].verdicts == (0, 1) and all(s.verdicts == (0,) for s in canary[:5])
     assert ("--profile", "any-1gpu") == canary[5].argv[4:6]
     assert [s.name for s in canary if s.gpu] == ["assets", "train", "eval"]
+    assert "--gpu" not in canary[5].argv  # no GPU model known: expect shows the cost without comparing it
+    on_h200 = plan_stages(resolve("canary-grpo-lora"), [], Path(ws["REPORTS_DIR"]), gpu="NVIDIA H200")
+    assert on_h200[5].argv[-2:] == ("--gpu", "NVIDIA H200")
     assert canary[0].command() == [sys.executable, "-m", "rlrecipes", *canary[0].argv]
 
     hub = plan_stages(resolve("qwen2.5-3b-gsm8k-grpo-lora", overrides=["trainer.total_epochs=1"]),
