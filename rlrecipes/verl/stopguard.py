@@ -82,7 +82,7 @@ def log(message: str) -> None:
     print(f"[stopguard] {message}", file=sys.stderr, flush=True)
 
 
-EXIT_STALLED = 75  # EX_TEMPFAIL: stopped because the run stalled; scripts/entrypoint.sh relaunches on it
+EXIT_STALLED = 75  # EX_TEMPFAIL: stopped because the run stalled; the stage engine (launch/stages.py) relaunches on it
 STALL_POLL_S = 10.0
 
 
