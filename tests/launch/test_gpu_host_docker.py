@@ -142,7 +142,7 @@ def test_make_train_from_the_docs_reaches_verl_on_a_simulated_p40_host(docker_en
     assert record.returncode == 0, proc.stderr[-5000:] + record.stderr
     # The image's preflight saw the simulated GPU (through the stand-in nvidia-smi) and passed.
     assert re.search(r"^ok: \d+ passed, \d+ warnings?, 0 failed$", proc.stdout, flags=re.M), proc.stdout[-3000:]
-    assert re.search(r"pass +│ gpu-inventory +│ 1x Tesla P40", proc.stdout), proc.stdout[-3000:]
+    assert re.search(r"│ pass gpu-inventory +│ 1x Tesla P40", proc.stdout), proc.stdout[-3000:]
     verl = json.loads(record.stdout)
     argv = verl["argv"]
     assert argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"] and argv[-1] == "trainer.total_epochs=2"
