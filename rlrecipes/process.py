@@ -11,10 +11,12 @@ starts (verl) is started by `spawn`:
   checkpoints under the next run's feet. Ray's own processes already share the fate of the verl driver that
   started them.
 
-`wait_forwarding` waits for a child and passes SIGTERM, SIGINT and SIGHUP on to it (`docker stop`, Ctrl-C, a pod
+`run_forwarding` starts a child that way, waits for it and passes SIGTERM, SIGINT and SIGHUP on to it (`docker stop`, Ctrl-C, a pod
 stop or a closed terminal). A child ended after a stop signal reached its parent reports 128 + that signal, the
 status a shell gives a process the signal ended, whatever the child itself exited with: the stage was stopped,
-not finished.
+not finished. From then on this process ignores further stop signals: it is on its way out, and a second copy
+(GNU make passes its SIGTERM on to its child, which has its own from the terminal's process group) must not end
+it before it has recorded and said where the same command goes on.
 
 Stdlib only: the stop guard imports it in every image, before anything else of rlrecipes.
 """
@@ -71,28 +73,36 @@ class Ended:
         return self.stopped_by is not None
 
 
-def wait_forwarding(child: subprocess.Popen) -> Ended:
-    """Wait for `child`, passing each stop signal this process receives on to it."""
+def run_forwarding(argv: list[str], env: dict[str, str] | None = None, **popen) -> Ended:
+    """Start `argv` (spawn) and wait for it, passing each stop signal this process receives on to it. The
+    handlers are in place before the child starts: a stop that arrives while it starts is passed on once it
+    exists, instead of ending this process with the default action (and the child with it, unsaved)."""
     forwarded: list[int] = []
+    children: list[subprocess.Popen] = []
 
     def forward(signum, _frame):
         forwarded.append(signum)
-        try:
-            child.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        for child in children:
+            try:
+                child.send_signal(signum)
+            except ProcessLookupError:
+                pass
 
     previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
     try:
+        child = spawn(argv, env, **popen)
+        children.append(child)
+        for signum in list(forwarded):  # arrived before the child existed
+            child.send_signal(signum)
         code = child.wait()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if not forwarded:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     if forwarded:
+        # Stopping: more copies of the stop (make passes its SIGTERM on to its child too; a second Ctrl-C) must not
+        # end this process before it has said and recorded where the same command goes on.
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
         return Ended(128 + forwarded[0], forwarded[0])
     return Ended(shell_status(code), None)
-
-
-def run_forwarding(argv: list[str], env: dict[str, str] | None = None) -> Ended:
-    """spawn + wait_forwarding."""
-    return wait_forwarding(spawn(argv, env))

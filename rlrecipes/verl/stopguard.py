@@ -121,7 +121,6 @@ def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_
     # (ray.shutdown at exit: the workers and vLLM go, the GPU is freed). An explicit setting is kept.
     env = {**os.environ}
     env.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-    child = spawn(command, env)  # its own process group: a terminal's Ctrl-C reaches verl through this guard only
     pending: list[int] = []
     stalled = False
     next_stall_check = time.monotonic() + stall_poll_s
@@ -129,8 +128,9 @@ def run(command: list[str], ckpt_dir: Path, wait_s: float, quiet_s: float, poll_
     def on_signal(signum, _frame):
         pending.append(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # before verl starts: no stop is lost meanwhile
         signal.signal(sig, on_signal)
+    child = spawn(command, env)  # its own process group: a terminal's Ctrl-C reaches verl through this guard only
     forwarded = 0  # signals passed on to verl
     deadline = None
     step = None

@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from rlrecipes.process import Ended, signal_name, spawn, wait_forwarding
+from rlrecipes.process import Ended, run_forwarding, signal_name, spawn
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,27 +58,73 @@ time.sleep(60)
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_a_stop_passed_on_reports_128_plus_the_signal_even_when_the_child_exits_0(sig):
-    child = spawn([sys.executable, "-c", """
+CHILD = """
 import signal, sys, time
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, lambda *_: sys.exit(0))
-print("ready", flush=True)
+open(sys.argv[1], "w").close()
 time.sleep(30)
-"""], stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline() == "ready\n"
-    os.kill(os.getpid(), 0)
-    signal.setitimer(signal.ITIMER_REAL, 0.2)
-    previous = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), sig))
+"""
+
+
+def stop_when(path: Path, sig: int) -> threading.Thread:
+    """Send `sig` to this process once `path` exists (the child is ready for it)."""
+    def wait_then_stop():
+        deadline = time.monotonic() + 30
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), sig)
+
+    thread = threading.Thread(target=wait_then_stop, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stop_passed_on_reports_128_plus_the_signal_even_when_the_child_exits_0(tmp_path, sig):
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    ready = tmp_path / "ready"
     try:
-        ended = wait_forwarding(child)
+        stop_when(ready, sig)
+        ended = run_forwarding([sys.executable, "-c", CHILD, str(ready)])
+        # on its way out: another copy of the stop is ignored, so the stop can still be recorded and said
+        assert all(signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+        os.kill(os.getpid(), sig)
     finally:
-        signal.signal(signal.SIGALRM, previous)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
     assert ended == Ended(128 + sig, sig) and ended.stopped and signal_name(ended.status) == sig.name
 
 
+def test_a_stop_while_the_child_starts_is_passed_on_once_it_exists(tmp_path):
+    """The handlers are in place before the child exists: a stop arriving meanwhile neither ends this process
+    with the default action nor is lost."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    seen = tmp_path / "seen"
+    child = f"import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *_: (open({str(seen)!r}, 'w').close(), sys.exit(0)))\ntime.sleep(30)\n"
+    try:
+        import rlrecipes.process as process
+
+        real_spawn = process.spawn
+
+        def slow_spawn(*args, **kwargs):  # the stop lands between the handlers and the child
+            os.kill(os.getpid(), signal.SIGTERM)
+            child_process = real_spawn(*args, **kwargs)
+            time.sleep(1.0)  # the child sets its handler meanwhile
+            return child_process
+
+        process.spawn = slow_spawn
+        try:
+            ended = run_forwarding([sys.executable, "-c", child])
+        finally:
+            process.spawn = real_spawn
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert ended == Ended(143, signal.SIGTERM)
+
+
 def test_a_child_ended_by_a_signal_reports_as_a_shell_does():
-    ended = wait_forwarding(spawn([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]))
+    ended = run_forwarding([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     assert ended == Ended(137, None) and not ended.stopped
-    assert wait_forwarding(spawn([sys.executable, "-c", "raise SystemExit(3)"])) == Ended(3, None)
+    assert run_forwarding([sys.executable, "-c", "raise SystemExit(3)"]) == Ended(3, None)

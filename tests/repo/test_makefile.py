@@ -213,11 +213,13 @@ def test_require_gpu_follows_nvidia_smi(tmp_path, exit_code, returncode, says):
 
 def test_in_image_hands_over_to_the_entrypoint_inside_an_image():
     # RLRECIPES_IN_IMAGE=1: no docker involved; the entry point itself refuses the stage without a recipe.
+    # Inside an image the rlrecipes CLI is on PATH: here, the test environment's.
     env = {k: v for k, v in os.environ.items() if k not in ("RECIPE", "PROFILE")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.run(["scripts/in-image.sh", "data"], capture_output=True, text=True, cwd=REPO,
                           env=dict(env, RLRECIPES_IN_IMAGE="1", RECIPE=""), timeout=60)
-    assert proc.returncode == 2
-    assert "set RECIPE" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "error: stage data: no recipe: set RECIPE" in proc.stderr
 
 
 def test_bench_runner_lists_every_benchmark():

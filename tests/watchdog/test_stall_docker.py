@@ -211,8 +211,9 @@ def test_a_stalled_run_is_reported_stopped_relaunched_and_resumes_under_compose(
     # The guard acted on that report, stopped verl, and exited 75; `run` relaunched once, after resume-check.
     assert len(re.findall(rf"\[stopguard\] the watchdog reports the run stalled \(no new training step for \d+s "
                           rf"\(last: step {HANG_AT}\)", out)) == 1, story
-    assert out.count("[entrypoint] the run stalled and was stopped (exit 75); relaunch 1 of 3 from the last whole "
-                     "checkpoint") == 1 and "relaunch 2" not in out, story
+    assert len(re.findall(r"\[rlrecipes\] the run stalled and was stopped \(exit 75\); relaunch 1 of 3 from the "
+                          rf"checkpoint of step {SAVE_FREQ * (HANG_AT // SAVE_FREQ)} ", out)) == 1 \
+        and "relaunch 2" not in out, story
     assert re.search(r"auto-resume continues from step 4", out), story
     assert (dog["Health"]["Status"], dog["RestartCount"]) == ("healthy", 0), story
 
