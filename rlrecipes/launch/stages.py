@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.errors import RecipeError
+from rlrecipes.paths import repo_root
 from rlrecipes.process import Ended, run_forwarding, signal_name
 from rlrecipes.recipe.load import ResolvedRun
 from rlrecipes.verl.checkpoints import read_tracker
@@ -82,7 +83,7 @@ class Stages:
     run: ResolvedRun
     overrides: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    home: Path = field(default_factory=lambda: Path(os.environ.get("RLRECIPES_HOME") or _repo_root()))
+    home: Path = field(default_factory=repo_root)  # RLRECIPES_HOME, else this checkout
 
     @property
     def name(self) -> str:
@@ -198,12 +199,6 @@ class Stages:
             return self.resume_check()
         return {"assets": self.assets, "data": self.data, "model": self.model, "preflight": self.preflight,
                 "eval": self.eval}[stage](*args)
-
-
-def _repo_root() -> Path:
-    from rlrecipes.paths import repo_root
-
-    return repo_root()
 
 
 def _validated_config(run: ResolvedRun):
