@@ -115,7 +115,7 @@ def cases() -> list[Case]:
 
 # `make test` runs these: every command on both profiles, every stage a run can be stopped in, every fault, the
 # finished run's third command (train_mid_step-SIGTERM) on both profiles -- about a quarter of the product's time.
-# RLRECIPES_RECOVERY_FULL=1 runs all of it (docs/reliability.md has the last full run).
+# RLRECIPES_RECOVERY_FULL=1 runs all of it (docs/reliability.md has the last full run: 58 passed).
 DEFAULT = {
     "train-other_profile-train_mid_step-SIGTERM", "train-default_profile-train_mid_save-SIGTERM",
     "resume-other_profile-train_mid_save-SIGKILL", "resume-other_profile-train_mid_step-stall",
