@@ -21,12 +21,10 @@ def reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="print the stages and their state; run nothing")
 
 
-def gpu_model() -> str | None:
+def gpu_model(inventory) -> str | None:
     """The model of this host's GPUs when they are all one (expect compares the run's cost only with references
     measured on it); None without GPUs or with mixed ones."""
-    from rlrecipes.preflight.inventory import detect_inventory
-
-    names = {gpu.name for gpu in detect_inventory().gpus}
+    names = {gpu.name for gpu in inventory.gpus}
     return names.pop() if len(names) == 1 else None
 
 
@@ -37,7 +35,10 @@ def say(message: str, error: bool = False) -> None:
 def reproduce(args: argparse.Namespace) -> int:
     run = resolve_recipe(args)
     reports_dir = Path(os.environ.get("REPORTS_DIR", REPORTS_DIR_DEFAULT))
-    stages = plan_stages(run, list(args.overrides), reports_dir, gpu=gpu_model())
+    from rlrecipes.preflight.inventory import detect_inventory
+
+    inventory = detect_inventory()  # once: whether this host has a GPU, and its model for expect
+    stages = plan_stages(run, list(args.overrides), reports_dir, gpu=gpu_model(inventory))
     identity = {"recipe": run.name, "profile": run.profile.name, "overrides": list(args.overrides)}
     state = Run(run.log_dir / STATE_FILE, identity, restart=args.restart and not args.list)
     if args.list:
@@ -47,7 +48,7 @@ def reproduce(args: argparse.Namespace) -> int:
         return 0
     to_do = [stage for stage in stages if not state.done(stage)]
     if any(stage.gpu for stage in to_do):
-        require_gpu(f"rlrecipes reproduce {run.name} ({', '.join(s.name for s in to_do if s.gpu)})")
+        require_gpu(f"rlrecipes reproduce {run.name} ({', '.join(s.name for s in to_do if s.gpu)})", inventory)
     env = {**os.environ, "RECIPE": run.name, "PROFILE": run.profile.name, **run.paths}
     for stage in stages:
         if state.done(stage):

@@ -220,20 +220,12 @@ def _read_env_file(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-def require_gpu(what: str) -> None:
+def require_gpu(what: str, inventory) -> None:
     """Refuse, at once, work that needs an NVIDIA GPU on a host without one (what scripts/require-gpu.sh does
-    for the Make targets), pointing at what does run here."""
-    import shutil
-    import subprocess
-
+    for the Make targets), pointing at what does run here. `inventory`: the detected GPUs
+    (rlrecipes.preflight.inventory.detect_inventory)."""
     from rlrecipes.errors import EnvironmentMissing
 
-    smi = shutil.which("nvidia-smi")
-    try:
-        ok = smi is not None and subprocess.run([smi, "-L"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    if not ok:
-        raise EnvironmentMissing(
-            f"needs a host with an NVIDIA GPU and driver ({'`nvidia-smi -L` failed' if smi else '`nvidia-smi` is not installed'} here)",
-            where=what, hint="on this host: rlrecipes plan / validate RECIPE, make test")
+    if not inventory.gpus:
+        raise EnvironmentMissing(f"needs a host with an NVIDIA GPU and driver ({inventory.error or 'none found'})",
+                                 where=what, hint="on this host: rlrecipes plan / validate RECIPE, make test")
