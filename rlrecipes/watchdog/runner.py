@@ -21,6 +21,10 @@ from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_statu
 log = logging.getLogger("rlrecipes.watchdog")
 
 DEFAULT_GRACE_S = 300.0
+# Kept on the checkpoint volume so that the status file can still be written once the volume is full: the one
+# moment the status matters most (the trainer's save just failed; the healthcheck and the stop guard read it).
+RESERVE_BYTES = 256 << 10  # a status file is a few KiB; one with hundreds of steps listed still fits
+RESERVE_NAME = "reserve"
 
 
 def default_status_path(root: Path) -> Path:
@@ -105,10 +109,33 @@ class Watchdog:
         status = self._status(scan, decided, findings, done, usage, hogs, now, time.perf_counter() - started)
         status["progress"] = progress
         self.last_status = status
-        write_status(self.status_path, status)
+        self._write_status(status)
         if self.metrics:
             self.metrics.update(status)
         return status
+
+    def _write_status(self, status: dict) -> None:
+        """Write the status file; on a full volume, give up the reserve for it and say the disk is full."""
+        reserve = self.status_path.parent / RESERVE_NAME
+        try:
+            write_status(self.status_path, status)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or not reserve.is_file():
+                raise
+            reserve.unlink()
+            self.counters["errors"] += 1
+            status["counters"] = dict(self.counters)
+            status["healthy"] = False
+            message = (f"the checkpoint volume is full ({human_bytes(status['budget']['fs_free_bytes'])} free): a "
+                       "save now fails; the watchdog gave up its reserve to write this status")
+            status["findings"].append(Finding("", "error", "disk-full", message).as_dict())
+            log.error(message)
+            write_status(self.status_path, status)
+            return
+        # Taken back only with room to spare: on a nearly full volume the last MiB is not worth a fight.
+        if (not reserve.exists() and not self.config.dry_run
+                and actions.disk_usage(reserve.parent).fs_free >= 2 * RESERVE_BYTES):
+            _keep_reserve(reserve)
 
     def _act(self, decided: Decision, findings: list[Finding]) -> list[dict]:
         done: list[dict] = []
@@ -232,6 +259,21 @@ class Watchdog:
             stop.wait(interval)
         if self.metrics:
             self.metrics.stop()
+
+
+def _keep_reserve(reserve: Path) -> None:
+    """Set RESERVE_BYTES aside (written, not sparse); where the space is not there yet, try again next pass."""
+    tmp = reserve.with_name(f".{reserve.name}.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(bytes(RESERVE_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, reserve)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno != errno.ENOSPC:
+            raise
 
 
 def _exp_name(root: Path, exp: Experiment) -> str:

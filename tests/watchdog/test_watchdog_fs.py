@@ -27,6 +27,7 @@ from rlrecipes.cli import main as cli_main
 from rlrecipes.watchdog import Watchdog, WatchdogConfig, resume_check
 from rlrecipes.verl.checkpoints import TRACKER_NAME
 from rlrecipes.watchdog.policy import Retention
+from rlrecipes.watchdog.runner import RESERVE_BYTES
 from rlrecipes.watchdog.simulate import save_checkpoint, write_pt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,6 +216,43 @@ def test_budget_too_small_for_one_checkpoint_alarms_and_keeps_the_newest(disk):
     status_file = root / ".watchdog" / "status.json"
     assert json.loads(status_file.read_text())["healthy"] is False
     assert cli_main(["healthcheck", "--status", str(status_file)]) == 1
+
+
+@pytest.mark.parametrize("kind", ["tmpfs", "ext4"])
+def test_a_volume_filled_to_the_last_byte_still_gets_a_fresh_status(disk, kind):
+    """Something else fills the checkpoint volume: the sidecar's next pass still writes its status (from the
+    reserve it keeps there), says the disk is full, keeps the checkpoint, and sets the reserve aside again once
+    space is back. Without the reserve the pass died on ENOSPC and the status went stale."""
+    root = disk(kind, 8 * MIB)
+    exp = root / "run"
+    save_checkpoint(exp, 5, world_size=1, shard_bytes=300 * KIB)
+    age(exp)
+    dog = Watchdog(WatchdogConfig(root=root, retention=Retention(2, None, 60.0), min_free_bytes=0, interval_s=5))
+    assert dog.run_once()["healthy"] is True
+    reserve = root / ".watchdog" / "reserve"
+    assert reserve.stat().st_size == RESERVE_BYTES
+    before = {p: p.read_bytes() for p in (exp / "global_step_5").rglob("*") if p.is_file()}
+    for n, chunk in enumerate((64 * KIB, 4 * KIB, 1)):  # to the last block, and ext4's inline bytes
+        with open(root / f"filler{n}", "wb", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(bytes(chunk))
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    status = dog.run_once()  # raised OSError(ENOSPC) before the reserve
+    on_disk = json.loads((root / ".watchdog" / "status.json").read_text())
+    assert on_disk["time"] == status["time"] and on_disk["healthy"] is False
+    assert "disk-full" in [f["code"] for f in on_disk["findings"] if f["severity"] == "error"]
+    assert cli_main(["healthcheck", "--status", str(root / ".watchdog" / "status.json")]) == 1
+    assert not reserve.exists()
+    assert {p: p.read_bytes() for p in before} == before and tracker(exp) == "5"
+    dog.run_once()  # what the reserve did not spend is too little to set it aside again: tried next pass
+    assert not reserve.exists()
+    for filler in root.glob("filler*"):
+        filler.unlink()
+    status = dog.run_once()
+    assert status["healthy"] is True and reserve.stat().st_size == RESERVE_BYTES
+    assert json.loads((root / ".watchdog" / "status.json").read_text())["healthy"] is True
 
 
 @pytest.mark.parametrize(("budget", "expected", "healthy"), [
