@@ -25,7 +25,10 @@ export PATH="/root/bin:$PATH" PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERE
 ulimit -n 65536 || true
 O=/root/w/out; W=/root/w/faults; mkdir -p "$O" "$W/ckpt"
 export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports"
-RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper ARGS="trainer.save_freq=5"
+# KILL_AT: the tracker step whose weight sync the kill lands in (a checkpoint every SAVE_FREQ steps); STOP_AFTER=1
+# ends after the first fault (a sitting too short for all three attempts).
+SAVE_FREQ="${SAVE_FREQ:-5}" KILL_AT="${KILL_AT:-5}" STOP_AFTER="${STOP_AFTER:-3}"
+RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper ARGS="trainer.save_freq=$SAVE_FREQ"
 CK="$CKPT_DIR/$RECIPE"; LG="$LOG_DIR/$RECIPE"
 HANG_S="${HANG_S:-150}" FREE_LEFT_MIB="${FREE_LEFT_MIB:-8}"
 T0=$(date +%s)
@@ -89,22 +92,22 @@ EOF
   } >> "$O/after.txt" 2>&1
 }
 
-stamp "attempt 1: make reproduce; SIGKILL to vLLM's engine process when the tracker says 5 (the weight sync)"
+stamp "attempt 1: make reproduce; SIGKILL to vLLM's engine process when the tracker says $KILL_AT (the weight sync)"
 attempt 1
-python3 - "$CK" "$pid" >> "$O/timeline.txt" 2>&1 <<'EOF'
+python3 - "$CK" "$pid" "$KILL_AT" >> "$O/timeline.txt" 2>&1 <<'EOF'
 import os, signal, subprocess, sys, time
-ck, pgid = sys.argv[1], int(sys.argv[2])
+ck, pgid, kill_at = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 path = os.path.join(ck, "latest_checkpointed_iteration.txt")
 while True:
     try:
         os.kill(pgid, 0)
     except ProcessLookupError:
-        print("attempt 1 ended before the save of step 5"); break
+        print(f"attempt 1 ended before the save of step {kill_at}"); break
     try:
         step = open(path).read().strip()
     except OSError:
         step = ""
-    if step == "5":
+    if step == kill_at:
         seen = time.time()
         pids = subprocess.run(["pgrep", "-f", "^VLLM::EngineCore"], capture_output=True, text=True).stdout.split()
         which = "VLLM::EngineCore"
@@ -113,7 +116,7 @@ while True:
             which = "ray::vLLMHttpServer"
         for p in pids:
             os.kill(int(p), signal.SIGKILL)
-        print(f"tracker 5 seen; SIGKILL to {which} {pids} {1000 * (time.time() - seen):.0f} ms later "
+        print(f"tracker {kill_at} seen; SIGKILL to {which} {pids} {1000 * (time.time() - seen):.0f} ms later "
               f"(tracker written {1000 * (seen - os.stat(path).st_mtime):.0f} ms before it was seen)")
         print(subprocess.run(["ps", "-eo", "pid,ppid,etimes,args"], capture_output=True, text=True).stdout[-6000:])
         break
@@ -121,6 +124,12 @@ while True:
 EOF
 finish 1
 after 1
+if [ "$STOP_AFTER" -le 1 ]; then
+  kill "$WATCHDOG" 2>/dev/null
+  tar -czf "$O/faults-run.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
+    --exclude='*.bin' logs ckpt 2>/dev/null
+  stamp "stopped after attempt 1 (STOP_AFTER=1)"; touch "$O/DONE"; exit 0
+fi
 
 stamp "attempt 2: the same command; the checkpoint volume filled but for ${FREE_LEFT_MIB} MiB once step 9 is logged"
 attempt 2
