@@ -91,7 +91,8 @@ def watchdog_says_stalled(status_file: Path | None, now: float, started: float |
 
     `started`: when this guard started. Until the stall limit has passed since then, a `run-stalled` finding
     describes the launch before it (the watchdog clears it only once the relaunch logs a step, after its
-    model loading), so a relaunch gets the whole limit of its own instead of being stopped at once."""
+    model loading), so a relaunch gets the whole limit of its own instead of being stopped at once -- unless the
+    finding is a rollout engine that died since this guard started: that one is acted on at once."""
     if status_file is None:
         return None
     try:
@@ -99,8 +100,11 @@ def watchdog_says_stalled(status_file: Path | None, now: float, started: float |
         interval = float(status.get("interval_s") or 60.0)
         if not now - float(status["time"]) <= 3 * interval + 30:  # NaN and stale both fail
             return None
-        if started is not None:
-            limit = float((status.get("progress") or {}).get("limit_s") or 0.0)
+        progress = status.get("progress") or {}
+        dead_at = (progress.get("dead_engine") or {}).get("at")
+        this_launch = isinstance(dead_at, (int, float)) and started is not None and dead_at >= started
+        if started is not None and not this_launch:
+            limit = float(progress.get("limit_s") or 0.0)
             if not now - started >= limit:  # NaN: not acted on
                 return None
         for finding in status.get("findings", []):

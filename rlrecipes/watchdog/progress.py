@@ -11,10 +11,16 @@ The limit is set by hand (`--stall-after S`) or derived from the run's own step 
 logged by verl for every step): STALL_FACTOR x the median of the recent ones plus STALL_SLACK_S, never
 below STALL_FLOOR_S (validation and checkpoint saves make some steps much longer than the median).
 Before the first step the start-up limit applies (`--stall-startup`: imports, Ray, model loading).
+
+A rollout engine that died is a stall at once, whatever the limit: vLLM logs `EngineDeadError` when its engine
+process is gone, and verl 0.9.1 then waits on it for good (its engine killed during a weight sync on an H200: the
+error logged, no step for as long as it was watched; docs/bench/gpu-reliability.md). The line must come after
+the last step of its log file, and a newer log file (a relaunch) clears it.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +33,9 @@ STALL_FLOOR_S = 900.0
 DEFAULT_STARTUP_S = 3600.0
 LOG_PATTERNS = ("*.jsonl", "console*.log", "*.log")
 MAX_LINE = 1 << 20  # a longer "line" is not a step line: skipped
+# Lines after which the run never logs another step (the exception's name as Python prints it: `Name: message`).
+DEAD_ENGINE = re.compile(r"\bEngineDeadError:")  # vllm.v1.engine.exceptions.EngineDeadError
+RELAUNCH_FILES = ("console-", "metrics-")  # each launch opens its own (train.sh, recipe/render.py): a relaunch
 
 
 @dataclass
@@ -36,6 +45,8 @@ class _File:
     partial: bytes = b""
     step: int | None = None  # highest step in this file
     seen_at: float | None = None  # when it first appeared
+    created: float | None = None  # when the file itself was first seen
+    dead: tuple[float, str] | None = None  # (when, the line): a dead engine logged after this file's last step
 
 
 @dataclass
@@ -76,7 +87,8 @@ class Progress:
             return
         state = self._files.setdefault(str(path), _File())
         if st.st_ino != state.inode or st.st_size < state.offset:  # a new file, or truncated (verl's "wb")
-            state.offset, state.inode, state.partial, state.step = 0, st.st_ino, b"", None
+            state.offset, state.inode, state.partial, state.step, state.dead = 0, st.st_ino, b"", None, None
+            state.created = st.st_mtime  # a file is dated by its mtime when first read, as its lines are
         if st.st_size == state.offset:
             return
         first_read = state.offset == 0  # what was there before: dated by the file, not by this pass
@@ -103,8 +115,11 @@ class Progress:
         else:
             parsed = parse_console_line(stripped)
             if parsed is None:
+                if DEAD_ENGINE.search(stripped) and state.dead is None:
+                    state.dead = (seen_at, stripped[-300:])
                 return
             step, metrics = parsed
+        state.dead = None  # a step after it: whatever died came back
         seconds = metrics.get("timing_s/step")  # verl logs it for every training step
         if seconds is not None and 0 < seconds < 1e7:
             self.step_times = (self.step_times + [seconds])[-20:]
@@ -125,6 +140,17 @@ class Progress:
             return self.startup_s
         return max(STALL_FLOOR_S, STALL_FACTOR * statistics.median(self.step_times) + STALL_SLACK_S)
 
+    def dead_engine(self) -> dict | None:
+        """The newest log file's dead-engine line, unless a newer file (a relaunch) has appeared since."""
+        dead = [(path, f.dead) for path, f in self._files.items() if f.dead is not None]
+        if not dead:
+            return None
+        path, (at, line) = max(dead, key=lambda item: item[1][0])
+        if any((f.created or 0.0) > at for p, f in self._files.items()
+               if p != path and Path(p).name.startswith(RELAUNCH_FILES)):
+            return None
+        return {"at": at, "file": path, "line": line}
+
     def verdict(self, now: float) -> tuple[bool, str, dict]:
         """(stalled, message, facts for the status file)."""
         since = self.step_seen_at if self.step is not None else self.started_at
@@ -134,6 +160,11 @@ class Progress:
                  "median_step_s": round(statistics.median(self.step_times), 3) if self.step_times else None,
                  "files": [str(p) for p in self.files()][:20]}
         facts["finished"] = self.total_steps is not None and self.step is not None and self.step >= self.total_steps
+        facts["dead_engine"] = dead = self.dead_engine()
+        if dead and not facts["finished"]:
+            return True, (f"the rollout engine died {max(0.0, now - dead['at']):.0f}s ago, after step {self.step} "
+                          f"(EngineDeadError in {Path(dead['file']).name}): verl waits on it for good; the run is "
+                          "stalled and holds its GPUs"), facts
         if quiet <= limit or facts["finished"]:
             return False, "", facts
         if self.step is None:

@@ -236,3 +236,118 @@ def test_healthcheck_ignore_takes_only_a_code_something_else_acts_on(tmp_path):
                            "--ignore", "run-staled"], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
     assert done.returncode == 2 and "run-staled" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+# What vLLM 0.24 logged on an H200 when its engine process was killed during verl 0.9.1's weight sync (then
+# verl waited on it for good): docs/bench/gpu-data/recovery-faults-hopper/attempt-1.log.
+ENGINE_DEAD = ("\x1b[36m(vLLMHttpServer pid=3265)\x1b[0m ERROR 12-04 13:10:59 [async_llm.py:704] "
+               "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
+               "for the root cause.")
+
+
+def _console(path: Path, steps: range, tail: list[str] = ()) -> None:
+    with open(path, "a") as fh:
+        for step in steps:
+            fh.write(f"(TaskRunnerV1 pid=7) step:{step} - timing_s/step:8.0\n")
+        for line in tail:
+            fh.write(line + "\n")
+
+
+def test_a_dead_rollout_engine_is_a_stall_at_once_until_a_relaunch_logs(tmp_path):
+    now = time.time()
+    first = tmp_path / "console-20260101T000000Z.log"
+    _console(first, range(1, 6))
+    progress = Progress([tmp_path])  # the derived limit: at least STALL_FLOOR_S
+    progress.update(now)
+    assert progress.verdict(now + 30)[0] is False
+    # The engine dies mid-run: stalled at the next pass, long before any limit.
+    _console(first, range(0), ["(TaskRunnerV1 pid=7) Saving checkpoint", ENGINE_DEAD, "Traceback ..."])
+    progress.update(now + 40)
+    stalled, message, facts = progress.verdict(now + 45)
+    assert stalled and "rollout engine died 5s ago, after step 5" in message, message
+    assert facts["quiet_s"] < facts["limit_s"] and facts["dead_engine"]["at"] == now + 40
+    # A dead-engine line from before a later step of the same launch is history, not a stall.
+    other = tmp_path / "run2" / "console-20260101T000000Z.log"
+    other.parent.mkdir()
+    _console(other, range(1, 3), [ENGINE_DEAD])
+    _console(other, range(3, 4))
+    later = Progress([tmp_path / "run2"])
+    later.update(now)
+    assert later.verdict(now + 5)[0] is False and later.verdict(now + 5)[2]["dead_engine"] is None
+    # The relaunch opens a log of its own: the old launch's death no longer counts while it loads its model.
+    relaunch = tmp_path / "console-20260101T000500Z.log"
+    relaunch.write_text("(TaskRunnerV1 pid=9) loading\n")
+    os.utime(relaunch, (now + 55, now + 55))  # this test's clock runs ahead of the filesystem's
+    progress.update(now + 60)
+    stalled, _, facts = progress.verdict(now + 70)
+    assert not stalled and facts["dead_engine"] is None
+
+
+def test_the_stop_guard_acts_at_once_on_an_engine_that_died_in_its_own_launch(tmp_path):
+    from rlrecipes.verl.stopguard import watchdog_says_stalled
+
+    status = tmp_path / "status.json"
+    now = time.time()
+
+    def say(dead_at):
+        status.write_text(json.dumps({
+            "time": now, "interval_s": 30,
+            "progress": {"limit_s": 900.0, "dead_engine": {"at": dead_at, "file": "console-x.log", "line": "..."}},
+            "findings": [{"code": "run-stalled", "message": "the rollout engine died"}]}))
+
+    say(now - 10)
+    assert watchdog_says_stalled(status, now, started=now - 300) == "the rollout engine died"
+    say(now - 400)  # died before this guard started: the launch before it; the relaunch gets its whole limit
+    assert watchdog_says_stalled(status, now, started=now - 300) is None
+
+
+def test_a_guarded_trainer_whose_engine_died_is_relaunched_within_seconds_not_the_stall_floor(tmp_path):
+    """The watchdog as compose runs it (no --stall-after: the limit is at least STALL_FLOOR_S = 15 minutes), and a
+    stand-in trainer that logs steps, then vLLM's EngineDeadError, then hangs as verl 0.9.1 did: the guard
+    stops it and exits 75 (the relaunch) within seconds."""
+    from rlrecipes.verl.stopguard import EXIT_STALLED
+
+    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckpt.mkdir()
+    logs.mkdir()
+    status = ckpt / ".watchdog" / "status.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), RLRECIPES_STALL_STATUS=str(status))
+    trainer = HANGING_TRAINER.replace("ERROR rollout engine: CUDA error: an illegal memory access",
+                                      ENGINE_DEAD.replace("\x1b", "\\x1b"))
+    assert "EngineDeadError" in trainer
+    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
+                            "--progress", str(logs), "--log-level", "error"], env=env)
+    code = r'''
+import sys
+from rlrecipes.verl import stopguard
+stopguard.STALL_POLL_S = 0.3
+sys.exit(stopguard.main(sys.argv[1:]))
+'''
+    started = time.monotonic()
+    try:
+        guard = subprocess.run([sys.executable, "-c", code, "--ckpt-dir", str(ckpt), "--wait", "5", "--",
+                                sys.executable, "-c", trainer, str(logs), "3", "0.3"],
+                               env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        dog.terminate()
+        dog.wait(timeout=30)
+    assert guard.returncode == EXIT_STALLED, guard.stderr[-2000:]
+    assert "the rollout engine died" in guard.stderr and "EngineDeadError" in guard.stderr
+    assert time.monotonic() - started < 60 < STALL_FLOOR_S
+
+
+def test_the_recorded_runs_read_as_they_went():
+    """The console log of the H200 run whose vLLM engine was killed reads as a dead engine; none of the other
+    recorded GPU runs' console logs does (they finished, or were stopped by a signal)."""
+    records = REPO / "docs" / "bench" / "gpu-data"
+    killed = records / "recovery-faults-hopper" / "logs" / "console-20261204T130705Z.log"
+    progress = Progress([killed])
+    progress.update(killed.stat().st_mtime)
+    stalled, message, facts = progress.verdict(killed.stat().st_mtime + 1)
+    assert stalled and "after step 0" in message and "EngineDeadError" in facts["dead_engine"]["line"]
+    others = sorted(p for p in records.rglob("console-*.log") if p != killed)
+    assert len(others) >= 10
+    for log in others:
+        progress = Progress([log])
+        progress.update(log.stat().st_mtime)
+        assert progress.dead_engine() is None, log
