@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlrecipes.errors import RecipeError
+from rlrecipes.errors import RecipeError, StageFailed
 
 
 @contextlib.contextmanager
@@ -54,6 +54,53 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         raise
 
 
+# atomic_dir's work folder beside its target (tempfile.mkdtemp's 8 random characters follow), and the lock file
+# of the one writer that claims the target (claim_output).
+PARTIAL_PREFIX = ".{name}.partial-"
+_LOCK_NAME = ".{name}.{what}.lock"
+
+
+def claim_output(out: Path, what: str):
+    """Claim `out` for this `what` (merge, report): an exclusive flock on `.<out>.<what>.lock` beside it, held by
+    the returned open file until it is closed (the kernel drops it when the process dies, SIGKILL included).
+    Every `.<out>.partial-*` work folder found then belongs to no live writer -- only a holder of this lock makes
+    one -- and is what a killed one left behind: removed, and each one reported on stderr. A second writer into
+    the same output while one runs is refused (exit 1) instead of racing it for the final rename."""
+    import sys
+
+    lock = out.parent / _LOCK_NAME.format(name=out.name, what=what)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+", encoding="utf-8")
+    except OSError as exc:
+        raise RecipeError(f"cannot create the {what}'s lock file: {exc.strerror}", where=str(lock),
+                          hint="--out must lie in a directory this user can write") from None
+    try:
+        claim_lock(fh)
+    except LockHeld as held:
+        raise StageFailed(f"another {what} is writing this output ({held.holder})", where=str(out),
+                          hint=f"wait for it to finish, or {what} into another --out") from None
+    except OSError as exc:
+        raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=str(out)) from None
+    for stale in stale_partials(out):
+        shutil.rmtree(stale, ignore_errors=True)
+        print(f"removed {stale}: the work directory of an earlier {what} into {out.name} that did not finish",
+              file=sys.stderr)
+    return fh
+
+
+def stale_partials(out: Path) -> list[Path]:
+    """The work folders of writers into `out` beside it (call with the output claimed: then none is live)."""
+    import re
+
+    pattern = re.compile(re.escape(PARTIAL_PREFIX.format(name=out.name)) + r"[a-z0-9_]{8}")
+    try:
+        return sorted(p for p in out.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
+                      and not p.is_symlink())
+    except OSError:
+        return []
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty folder beside `path`; on success its files are fsynced and it takes `path`'s place as
@@ -61,11 +108,11 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     never seen half-written: a kill leaves the old folder complete, or -- where the kernel cannot swap two
     folders in one step (renameat2 RENAME_EXCHANGE) -- at worst no folder, never a mixed one. On an
     exception the work folder is removed and `path` is left as it was. A SIGKILL leaves the hidden work
-    folder (`.<name>.partial-*`) beside `path`.
+    folder (`.<name>.partial-*`) beside `path`: the next writer that claims `path` (claim_output) removes it.
     """
     target = Path(os.path.abspath(path))  # "." or "out/" name the folder, beside which the new one is built
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    work = Path(tempfile.mkdtemp(prefix=PARTIAL_PREFIX.format(name=target.name), dir=target.parent))
     try:
         os.chmod(work, 0o777 & ~current_umask())
         yield work

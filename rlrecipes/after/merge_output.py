@@ -4,57 +4,22 @@ killed merge left behind, and the refusal of outputs that would overwrite the ru
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import sys
 from pathlib import Path
 
 from rlrecipes.after.merge_info import FILE as MERGE_INFO_FILE
-from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.fsutil import Input, LockHeld, claim_lock, refuse_overwrite
+from rlrecipes.errors import RecipeError
+from rlrecipes.fsutil import PARTIAL_PREFIX, Input, refuse_overwrite
+from rlrecipes.fsutil import claim_output as claim_output_as
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
 from rlrecipes.verl.checkpoints import TRACKER_NAME, step_of
 
 
-# The work directory of a merge into OUT (tempfile.mkdtemp's 8 random characters follow) and its lock file.
-_PARTIAL_PREFIX = ".{name}.partial-"
-_LOCK_NAME = ".{name}.merge.lock"
+_PARTIAL_PREFIX = PARTIAL_PREFIX  # the work directory of a merge into OUT, as atomic_dir names its own
 
 
 def claim_output(out: Path):
-    """Claim `out` for this merge: an exclusive flock on `.<out>.merge.lock` beside it, held by the returned
-    open file until it is closed (the kernel drops it when the process dies, SIGKILL included). Every
-    `.<out>.partial-*` work directory found then belongs to no live merge -- only a holder of this lock makes
-    one -- and is what a killed merge left behind: removed, and each one reported on stderr. A second merge
-    into the same output while one runs is refused (exit 1) instead of racing it for the final rename."""
-    lock = out.parent / _LOCK_NAME.format(name=out.name)
-    try:
-        fh = open(lock, "a+", encoding="utf-8")
-    except OSError as exc:
-        raise RecipeError(f"cannot create the merge's lock file: {exc.strerror}", where=str(lock),
-                          hint="--out must lie in a directory this user can write") from None
-    try:
-        claim_lock(fh)
-    except LockHeld as held:
-        raise StageFailed(f"another merge is writing this output ({held.holder})", where=str(out),
-                          hint="wait for it to finish, or merge into another --out") from None
-    except OSError as exc:
-        raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=str(out)) from None
-    for stale in stale_partials(out):
-        shutil.rmtree(stale, ignore_errors=True)
-        print(f"removed {stale}: the work directory of an earlier merge into {out.name} that did not finish",
-              file=sys.stderr)
-    return fh
-
-
-def stale_partials(out: Path) -> list[Path]:
-    """The work directories of merges into `out` beside it (call with the output claimed: then none is live)."""
-    pattern = re.compile(re.escape(_PARTIAL_PREFIX.format(name=out.name)) + r"[a-z0-9_]{8}")
-    try:
-        return sorted(p for p in out.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()
-                      and not p.is_symlink())
-    except OSError:
-        return []
+    """Claim `out` for this merge (fsutil.claim_output): one merge per output, stale work dirs removed."""
+    return claim_output_as(out, "merge")
 
 
 def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path | None]], force: bool,

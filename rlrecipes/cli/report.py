@@ -31,7 +31,7 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 def report(args: argparse.Namespace) -> int:
     from rlrecipes.verl.run_metrics import load_run
     from rlrecipes.report.plots import write_plots
-    from rlrecipes.fsutil import atomic_dir, refuse_overwrite
+    from rlrecipes.fsutil import atomic_dir, claim_output, refuse_overwrite
     from rlrecipes.report.writer import build_report, check_report_dir, headline_rows, write_report
 
     if not args.run_dir and not args.log:
@@ -61,7 +61,8 @@ def report(args: argparse.Namespace) -> int:
     from rlrecipes.reference import REFERENCE_CURVES
 
     curve = REFERENCE_CURVES.get(recipe) if recipe else None
-    with atomic_dir(out) as work:
+    claim = claim_output(out, "report")  # one report per --out; what a killed one left beside it removed
+    with claim, atomic_dir(out) as work:
         plots, missing = write_plots(run, work, curve)
         title = args.title or f"Run report: {Path(args.run_dir).name if args.run_dir else Path(args.log[0]).stem}"
         data = build_report(run, plots, missing, title, eval_rows, eval_header, fast_rows, fast_header)

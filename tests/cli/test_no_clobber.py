@@ -144,7 +144,8 @@ def test_report_reproduce_layout_works(tmp_path, capsys, logs, evaluated):
     for _ in range(2):
         assert main(["report", str(logs), "--out", str(out), "--eval", str(evaluated), "--recipe", GRPO]) == 0
         assert {"report.md", "report.html", "summary.json"} <= {p.name for p in out.iterdir()}
-    assert sorted(p.name for p in out.parent.iterdir()) == [GRPO]  # nothing left beside it
+    # nothing left beside it but the lock that keeps two reports from writing it at once
+    assert sorted(p.name for p in out.parent.iterdir()) == [f".{GRPO}.report.lock", GRPO]
     assert main(["report", str(logs), "--out", str(logs / "report")]) == 0
     assert (logs / "report" / "report.html").is_file()
 
@@ -190,8 +191,18 @@ def test_a_killed_report_leaves_the_old_set_or_none(tmp_path, logs, point):
     old = snapshot(out)
     killed_run("new")  # a complete report before: the same one after
     assert snapshot(out) == old
-    assert main(["report", str(logs), "--out", str(out), "--title", "new"]) == 0  # the leftovers are no obstacle
+    # A SIGKILL leaves atomic_dir's work folder; each report first removes those killed ones left (below).
+    left = [p for p in out.parent.iterdir() if p.name.startswith(f".{GRPO}.partial-")]
+    assert len(left) == 1
+    done = subprocess.run([sys.executable, "-m", "rlrecipes", "report", str(logs), "--out", str(out), "--title",
+                           "new"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
     assert "# new" in (out / "report.md").read_text()
+    # The next report into that --out removes what the killed ones left, and says so.
+    assert sorted(p.name for p in out.parent.iterdir()) == [f".{GRPO}.report.lock", GRPO]
+    for partial in left:
+        assert f"removed {partial}: the work directory of an earlier report into {GRPO} that did not finish" \
+            in done.stderr, done.stderr
 
 
 def test_a_failed_report_leaves_the_old_set(tmp_path, logs, monkeypatch):
@@ -206,7 +217,7 @@ def test_a_failed_report_leaves_the_old_set(tmp_path, logs, monkeypatch):
     monkeypatch.setattr(writer, "render_html", fail)
     assert main(["report", str(logs), "--out", str(out), "--title", "new"]) == 1
     assert snapshot(out) == old
-    assert sorted(p.name for p in out.parent.iterdir()) == [GRPO]  # the work folder is gone
+    assert sorted(p.name for p in out.parent.iterdir()) == [f".{GRPO}.report.lock", GRPO]  # the work folder is gone
 
 
 # ----------------------------------------------------------------------------------------------- eval

@@ -86,3 +86,15 @@ def test_atomic_dir_replaces_the_folder_whole_or_not_at_all(tmp_path, monkeypatc
         (work / "b.md").write_text("two")
     assert [p.name for p in target.iterdir()] == ["b.md"]  # the old set is gone, not merged into the new
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+def test_a_second_writer_into_a_claimed_output_is_refused(tmp_path):
+    from rlrecipes.errors import StageFailed
+    from rlrecipes.fsutil import claim_output
+
+    out = tmp_path / "reports" / "run"
+    with claim_output(out, "report"):
+        with pytest.raises(StageFailed, match=r"another report is writing this output \(pid \d+"):
+            claim_output(out, "report")
+    with claim_output(out, "report"):  # released with its file: the next one claims it
+        pass
