@@ -75,13 +75,8 @@ def claim_output(out: Path, what: str):
     except OSError as exc:
         raise RecipeError(f"cannot create the {what}'s lock file: {exc.strerror}", where=str(lock),
                           hint="--out must lie in a directory this user can write") from None
-    try:
-        claim_lock(fh)
-    except LockHeld as held:
-        raise StageFailed(f"another {what} is writing this output ({held.holder})", where=str(out),
-                          hint=f"wait for it to finish, or {what} into another --out") from None
-    except OSError as exc:
-        raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=str(out)) from None
+    claim_or_refuse(fh, lock, f"another {what} is writing this output", str(out),
+                    hint=f"wait for it to finish, or {what} into another --out")
     for stale in stale_partials(out):
         shutil.rmtree(stale, ignore_errors=True)
         print(f"removed {stale}: the work directory of an earlier {what} into {out.name} that did not finish",
@@ -208,6 +203,16 @@ def claim_lock(fh) -> None:
     fh.truncate()
     fh.write(f"pid {os.getpid()}\n")
     fh.flush()
+
+
+def claim_or_refuse(fh, lock: Path, busy: str, where: str, hint: str) -> None:
+    """claim_lock, with a refusal that names the holder: `busy (pid N ...)` (exit 1), or why flock failed."""
+    try:
+        claim_lock(fh)
+    except LockHeld as held:
+        raise StageFailed(f"{busy} ({held.holder})", where=where, hint=hint) from None
+    except OSError as exc:
+        raise StageFailed(f"cannot lock {lock}: {exc.strerror}", where=where) from None
 
 
 def human_bytes(value: float | None) -> str:

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK, RecipeError, StageFailed
-from rlrecipes.fsutil import LockHeld, claim_lock, human_bytes
+from rlrecipes.fsutil import claim_or_refuse, human_bytes
 from rlrecipes.verl.checkpoints import WATCHDOG_DIR, step_dir
 from rlrecipes.watchdog.actions import HOG_KINDS
 from rlrecipes.watchdog.policy import Retention, parse_size
@@ -229,13 +229,8 @@ def _lock_root(root: Path, dry_run: bool):
             return None
         raise StageFailed(f"cannot create the lock file: {exc.strerror}", where=str(path),
                           hint="the watchdog must be able to write under its root (docs/watchdog.md)") from None
-    try:
-        claim_lock(fh)
-    except LockHeld as held:
-        raise StageFailed(f"another watchdog already watches this root ({held.holder})", where=str(root),
-                          hint="run one watchdog per checkpoint root; stop the other one first") from None
-    except OSError as exc:
-        raise StageFailed(f"cannot lock {path}: {exc.strerror}", where=str(root)) from None
+    claim_or_refuse(fh, path, "another watchdog already watches this root", str(root),
+                    hint="run one watchdog per checkpoint root; stop the other one first")
     return fh
 
 
