@@ -13,6 +13,9 @@
 #   3  the same command, to the verdict (with the eval summary kept).
 #
 # A fault that leaves the command hanging is stopped with SIGTERM after HANG_S and recorded as a hang.
+# Written before the watchdog's dead-engine rule (rlrecipes/watchdog/progress.py): with it, attempt 1's command
+# relaunches itself after the kill (exit 75, a resume with its own start-up) and runs on, which `finish` would
+# take for a hang; rework that flow before the next full run (docs/bench/gpu-reliability.md).
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/recovery_faults.sh); follow with benchmarks/gpu/job_follow.sh. Everything lands in /root/w/out.
 set -uo pipefail
