@@ -103,6 +103,35 @@ def _health(status: Path) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
+GUARD = r'''
+import sys
+from rlrecipes.verl import stopguard
+stopguard.STALL_POLL_S = 0.3
+sys.exit(stopguard.main(sys.argv[1:]))
+'''
+
+
+def _guarded_beside_the_watchdog(tmp_path: Path, trainer: str, *watchdog_args: str):
+    """The trainer under the stop guard (as the launchers start it, polling every 0.3 s), the watchdog following
+    its logs and giving the guard its status. Returns (the guard's CompletedProcess, seconds it took)."""
+    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
+    ckpt.mkdir()
+    logs.mkdir()
+    status = ckpt / ".watchdog" / "status.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), RLRECIPES_STALL_STATUS=str(status))
+    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
+                            "--progress", str(logs), *watchdog_args, "--log-level", "error"], env=env)
+    started = time.monotonic()
+    try:
+        guard = subprocess.run([sys.executable, "-c", GUARD, "--ckpt-dir", str(ckpt), "--wait", "5", "--",
+                                sys.executable, "-c", trainer, str(logs), "3", "0.3"],
+                               env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        dog.terminate()
+        dog.wait(timeout=30)
+    return guard, time.monotonic() - started
+
+
 def test_a_hanging_trainer_turns_the_watchdog_unhealthy_and_a_resumed_one_healthy_again(tmp_path):
     ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
     ckpt.mkdir()
@@ -149,30 +178,10 @@ def test_the_stop_guard_stops_a_stalled_run_so_a_restart_policy_resumes_it(tmp_p
     turns into a relaunch (tests/launch/test_stages.py) that resumes from the last whole checkpoint."""
     from rlrecipes.verl.stopguard import EXIT_STALLED
 
-    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
-    ckpt.mkdir()
-    logs.mkdir()
-    status = ckpt / ".watchdog" / "status.json"
-    env = dict(os.environ, PYTHONPATH=str(REPO), RLRECIPES_STALL_STATUS=str(status))
-    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
-                            "--progress", str(logs), "--stall-after", "2", "--log-level", "error"], env=env)
-    code = r'''
-import sys
-from rlrecipes.verl import stopguard
-stopguard.STALL_POLL_S = 0.3
-sys.exit(stopguard.main(sys.argv[1:]))
-'''
-    started = time.monotonic()
-    try:
-        guard = subprocess.run([sys.executable, "-c", code, "--ckpt-dir", str(ckpt), "--wait", "5", "--",
-                                sys.executable, "-c", HANGING_TRAINER, str(logs), "3", "0.3"],
-                               env=env, capture_output=True, text=True, timeout=120)
-    finally:
-        dog.terminate()
-        dog.wait(timeout=30)
+    guard, took = _guarded_beside_the_watchdog(tmp_path, HANGING_TRAINER, "--stall-after", "2")
     assert guard.returncode == EXIT_STALLED, guard.stderr[-2000:]
     assert "the watchdog reports the run stalled" in guard.stderr and "no new training step" in guard.stderr
-    assert time.monotonic() - started < 60
+    assert took < 60
 
 
 def test_the_stop_guard_ignores_a_stale_or_broken_status(tmp_path):
@@ -307,33 +316,13 @@ def test_a_guarded_trainer_whose_engine_died_is_relaunched_within_seconds_not_th
     stops it and exits 75 (the relaunch) within seconds."""
     from rlrecipes.verl.stopguard import EXIT_STALLED
 
-    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
-    ckpt.mkdir()
-    logs.mkdir()
-    status = ckpt / ".watchdog" / "status.json"
-    env = dict(os.environ, PYTHONPATH=str(REPO), RLRECIPES_STALL_STATUS=str(status))
     trainer = HANGING_TRAINER.replace("ERROR rollout engine: CUDA error: an illegal memory access",
                                       ENGINE_DEAD.replace("\x1b", "\\x1b"))
     assert "EngineDeadError" in trainer
-    dog = subprocess.Popen([sys.executable, "-m", "rlrecipes", "watchdog", "--root", str(ckpt), "--interval", "0.3",
-                            "--progress", str(logs), "--log-level", "error"], env=env)
-    code = r'''
-import sys
-from rlrecipes.verl import stopguard
-stopguard.STALL_POLL_S = 0.3
-sys.exit(stopguard.main(sys.argv[1:]))
-'''
-    started = time.monotonic()
-    try:
-        guard = subprocess.run([sys.executable, "-c", code, "--ckpt-dir", str(ckpt), "--wait", "5", "--",
-                                sys.executable, "-c", trainer, str(logs), "3", "0.3"],
-                               env=env, capture_output=True, text=True, timeout=120)
-    finally:
-        dog.terminate()
-        dog.wait(timeout=30)
+    guard, took = _guarded_beside_the_watchdog(tmp_path, trainer)  # no --stall-after: the derived limit
     assert guard.returncode == EXIT_STALLED, guard.stderr[-2000:]
     assert "the rollout engine died" in guard.stderr and "EngineDeadError" in guard.stderr
-    assert time.monotonic() - started < 60 < STALL_FLOOR_S
+    assert took < 60 < STALL_FLOOR_S
 
 
 def test_the_recorded_runs_read_as_they_went():
