@@ -34,7 +34,8 @@ from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.after.lora_fuse import _torch_dtype, check_fused_logits, compare_to_base, fuse_lora, greedy_sample
 from rlrecipes.after.merge_info import DTYPES, LoraInfo, MergeInfo
-from rlrecipes.after.merge_output import _PARTIAL_PREFIX, check_output, claim_output
+from rlrecipes.after.merge_output import check_output
+from rlrecipes.fsutil import PARTIAL_PREFIX, claim_output
 from rlrecipes.ui import run_logged
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
 from rlrecipes.verl.checkpoints import LORA_ADAPTER_DIR
@@ -229,10 +230,10 @@ def merge_checkpoint(ckpt: CheckpointRef, out: Path, *, base: Path | None = None
                  log_dir=log_dir or ctx.log_dir)
     started = time.monotonic()
     out.parent.mkdir(parents=True, exist_ok=True)
-    claim = claim_output(out)  # held until the end: one merge per output; stale work dirs removed
+    claim = claim_output(out, "merge")  # held until the end: one merge per output; stale work dirs removed
     work = None
     try:
-        work = Path(tempfile.mkdtemp(prefix=_PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
+        work = Path(tempfile.mkdtemp(prefix=PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
         merged_raw = work / "verl_merged"
         # beside the output, not in the work dir: it outlives a failure (the work dir is removed)
         run_verl_merger(ckpt.actor_dir, merged_raw, out.parent / f"{out.name}.model_merger.log")

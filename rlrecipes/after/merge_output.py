@@ -1,5 +1,6 @@
-"""Where `rlrecipes merge` writes: one merge at a time per output (a flock beside it), the work directory a
-killed merge left behind, and the refusal of outputs that would overwrite the run, a step or the base model."""
+"""Where `rlrecipes merge` may write: the refusal of outputs that would overwrite the run, a step or the base
+model. (One merge at a time per output, and the work directory a killed merge left behind: fsutil.claim_output,
+which report uses too.)"""
 
 from __future__ import annotations
 
@@ -8,18 +9,9 @@ from pathlib import Path
 
 from rlrecipes.after.merge_info import FILE as MERGE_INFO_FILE
 from rlrecipes.errors import RecipeError
-from rlrecipes.fsutil import PARTIAL_PREFIX, Input, refuse_overwrite
-from rlrecipes.fsutil import claim_output as claim_output_as
+from rlrecipes.fsutil import Input, refuse_overwrite
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
 from rlrecipes.verl.checkpoints import TRACKER_NAME, step_of
-
-
-_PARTIAL_PREFIX = PARTIAL_PREFIX  # the work directory of a merge into OUT, as atomic_dir names its own
-
-
-def claim_output(out: Path):
-    """Claim `out` for this merge (fsutil.claim_output): one merge per output, stale work dirs removed."""
-    return claim_output_as(out, "merge")
 
 
 def check_output(out: Path, ckpt: CheckpointRef, protected: list[tuple[str, Path | None]], force: bool,

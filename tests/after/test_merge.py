@@ -420,10 +420,10 @@ def test_a_merged_model_equal_to_the_base_is_refused(tmp_path):
 HALF_MERGE = r'''
 import sys, tempfile, time
 from pathlib import Path
-from rlrecipes.after import merge_output
+from rlrecipes.fsutil import PARTIAL_PREFIX, claim_output
 out = Path(sys.argv[1])
-claim = merge_output.claim_output(out)
-work = Path(tempfile.mkdtemp(prefix=merge_output._PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
+claim = claim_output(out, "merge")
+work = Path(tempfile.mkdtemp(prefix=PARTIAL_PREFIX.format(name=out.name), dir=out.parent))
 (work / "verl_merged").mkdir()
 (work / "verl_merged" / "model.safetensors").write_bytes(b"half" * 1000)
 print(work, flush=True)
@@ -443,7 +443,7 @@ def _half_merge(out: Path):
 def test_the_next_merge_removes_what_a_killed_merge_left_and_spares_a_live_one(tmp_path, capsys):
     import signal
 
-    from rlrecipes.after.merge_output import claim_output
+    from rlrecipes.fsutil import claim_output
 
     models = tmp_path / "models"
     models.mkdir()
@@ -458,7 +458,7 @@ def test_the_next_merge_removes_what_a_killed_merge_left_and_spares_a_live_one(t
     (models / "notes.txt").write_text("keep\n")
     try:
         assert killed_work.is_dir() and live_work.is_dir()
-        claim = claim_output(models / "merged")
+        claim = claim_output(models / "merged", "merge")
         try:
             assert not killed_work.exists(), "the killed merge's work directory is still there"
             err = capsys.readouterr().err
@@ -470,12 +470,12 @@ def test_the_next_merge_removes_what_a_killed_merge_left_and_spares_a_live_one(t
             claim.close()
         # the live merge keeps its claim: a second merge into its output is refused, its work left alone
         with pytest.raises(StageFailed, match=rf"another merge is writing this output \(pid {live.pid}\)") as info:
-            claim_output(models / "other")
+            claim_output(models / "other", "merge")
         assert info.value.exit_code == 1
         assert (live_work / "verl_merged" / "model.safetensors").stat().st_size == 4000
     finally:
         live.kill()
         live.wait(timeout=30)
     # its claim died with it: now its work directory is stale too
-    claim_output(models / "other").close()
+    claim_output(models / "other", "merge").close()
     assert not live_work.exists()
