@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rlrecipes.watchdog import actions
 from rlrecipes.verl.checkpoints import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
-from rlrecipes.fsutil import human_bytes
+from rlrecipes.fsutil import atomic_write_bytes, human_bytes
 from rlrecipes.verl.resume import WRITING, Finding, write_tracker
 from rlrecipes.watchdog.policy import Decision, Retention, plan
 from rlrecipes.watchdog.progress import DEFAULT_STARTUP_S, Progress
@@ -263,15 +263,9 @@ class Watchdog:
 
 def _keep_reserve(reserve: Path) -> None:
     """Set RESERVE_BYTES aside (written, not sparse); where the space is not there yet, try again next pass."""
-    tmp = reserve.with_name(f".{reserve.name}.{os.getpid()}")
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(bytes(RESERVE_BYTES))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, reserve)
+        atomic_write_bytes(reserve, bytes(RESERVE_BYTES))  # a failed write leaves no temporary file behind
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         if exc.errno != errno.ENOSPC:
             raise
 
