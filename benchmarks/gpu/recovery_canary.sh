@@ -18,24 +18,13 @@
 # /root/repo (benchmarks/gpu/bundle_install_and_start.sh with JOB=benchmarks/gpu/recovery_canary.sh); follow it
 # with benchmarks/gpu/job_follow.sh. Everything it records lands in /root/w/out.
 set -uo pipefail
-cd /root/repo || exit 2
-mkdir -p /root/bin
-printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes
-export PATH="/root/bin:$PATH" PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERED=1 \
-  RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
-  VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false RLRECIPES_IN_IMAGE=1
-ulimit -n 65536 || true
-O=/root/w/out; W=/root/w/rec; mkdir -p "$O" "$W"
-export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports"
-RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper ARGS="trainer.save_freq=10"
-CK="$CKPT_DIR/$RECIPE"; LG="$LOG_DIR/$RECIPE"
+W=/root/w/rec
+# shellcheck source=benchmarks/gpu/canary_recovery_common.sh
+. /root/repo/benchmarks/gpu/canary_recovery_common.sh
+ARGS="trainer.save_freq=10"
 STOP_STEP="${STOP_STEP:-14}"
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
 
-{ nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
-  python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
-  python3 scripts/patch_verl.py --image hopper
+{ record_env
   git -C /root/repo log -1 --format=%H 2>/dev/null || true
 } > "$O/env.txt" 2>&1
 
@@ -46,12 +35,6 @@ attempt() {  # N: start the user's command in a session of its own (no job contr
   sleep 1
   ps -o pid,pgid,sid,args -p "$pid" >> "$O/timeline.txt" 2>&1
 }
-last_step() {
-  local s
-  s=$(grep -ahoE '(^|[) ])step:[0-9]+' "$LG"/console-*.log 2>/dev/null | sed 's/.*step://' | sort -n | tail -1)
-  echo "${s:-0}"
-}
-tracker() { cat "$CK/latest_checkpointed_iteration.txt" 2>/dev/null || echo none; }
 after_stop() {  # what a stop left behind, 15 s later
   sleep 15
   { echo "== after attempt $1: tracker $(tracker)"

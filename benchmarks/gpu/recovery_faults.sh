@@ -19,29 +19,19 @@
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/recovery_faults.sh); follow with benchmarks/gpu/job_follow.sh. Everything lands in /root/w/out.
 set -uo pipefail
-cd /root/repo || exit 2
-mkdir -p /root/bin
-printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes
-export PATH="/root/bin:$PATH" PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERED=1 \
-  RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
-  VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false RLRECIPES_IN_IMAGE=1
-ulimit -n 65536 || true
-O=/root/w/out; W=/root/w/faults; mkdir -p "$O" "$W/ckpt"
-export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports"
+W=/root/w/faults
+# shellcheck source=benchmarks/gpu/canary_recovery_common.sh
+. /root/repo/benchmarks/gpu/canary_recovery_common.sh
+mkdir -p "$CKPT_DIR"
 # KILL_AT: the tracker step whose weight sync the kill lands in (a checkpoint every SAVE_FREQ steps); STOP_AFTER=1
 # ends after the first fault (a sitting too short for all three attempts).
 SAVE_FREQ="${SAVE_FREQ:-5}" KILL_AT="${KILL_AT:-5}" STOP_AFTER="${STOP_AFTER:-3}"
-RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper ARGS="trainer.save_freq=$SAVE_FREQ"
-CK="$CKPT_DIR/$RECIPE"; LG="$LOG_DIR/$RECIPE"
+ARGS="trainer.save_freq=$SAVE_FREQ"
 HANG_S="${HANG_S:-150}" FREE_LEFT_MIB="${FREE_LEFT_MIB:-8}"
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
 
 if mount -t tmpfs -o size=256m tmpfs "$CKPT_DIR" 2>>"$O/timeline.txt"; then VOLUME="a 256 MiB tmpfs of its own"
 else VOLUME="the root disk (mounting refused)"; fi
-{ nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
-  python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
-  python3 scripts/patch_verl.py --image hopper
+{ record_env
   echo "checkpoint volume: $VOLUME"; df -B1M "$CKPT_DIR"
 } > "$O/env.txt" 2>&1
 stamp "checkpoint volume: $VOLUME"
@@ -58,12 +48,6 @@ attempt() {  # N: the user's command in a session of its own; sets pid
   setsid make reproduce RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="$ARGS" > "$O/attempt-$1.log" 2>&1 < /dev/null &
   pid=$!
 }
-last_step() {
-  local s
-  s=$(grep -ahoE '(^|[) ])step:[0-9]+' "$LG"/console-*.log 2>/dev/null | sed 's/.*step://' | sort -n | tail -1)
-  echo "${s:-0}"
-}
-tracker() { cat "$CK/latest_checkpointed_iteration.txt" 2>/dev/null || echo none; }
 finish() {  # N: wait for the attempt; a hang gets the clean stop (SIGTERM, as docker stop) after HANG_S
   local waited=0
   while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$HANG_S" ]; do sleep 1; waited=$((waited + 1)); done

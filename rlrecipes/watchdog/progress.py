@@ -45,7 +45,7 @@ class _File:
     partial: bytes = b""
     step: int | None = None  # highest step in this file
     seen_at: float | None = None  # when it first appeared
-    created: float | None = None  # when the file itself was first seen
+    created: float | None = None  # its mtime when first read: a relaunch's file is newer than the line it clears
     dead: tuple[float, str] | None = None  # (when, the line): a dead engine logged after this file's last step
 
 

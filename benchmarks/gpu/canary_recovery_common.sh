@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sourced by benchmarks/gpu/recovery_canary.sh and recovery_faults.sh, with W (their work folder) set: the image's
+# environment on the GPU host (the installed bundle in /root/site, the repository in /root/repo, the entry point run
+# directly), the canary's folders under W, the timeline in /root/w/out, and how they read a run's state. Sets O,
+# RECIPE, PROFILE, CK, LG and T0; defines stamp, last_step, tracker, record_env.
+cd /root/repo || exit 2
+mkdir -p /root/bin
+printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes
+export PATH="/root/bin:$PATH" PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERED=1 \
+  RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
+  VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false RLRECIPES_IN_IMAGE=1
+ulimit -n 65536 || true
+O=/root/w/out; mkdir -p "$O" "${W:?set W before sourcing}"
+export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports"
+# shellcheck disable=SC2034  # PROFILE: read by the scripts that source this
+RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper
+CK="$CKPT_DIR/$RECIPE"; LG="$LOG_DIR/$RECIPE"
+T0=$(date +%s)
+
+stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
+last_step() {  # the highest step verl logged (verl 0.9.1 prefixes its lines with `(TaskRunnerV1 pid=..) `)
+  local s
+  s=$(grep -ahoE '(^|[) ])step:[0-9]+' "$LG"/console-*.log 2>/dev/null | sed 's/.*step://' | sort -n | tail -1)
+  echo "${s:-0}"
+}
+tracker() { cat "$CK/latest_checkpointed_iteration.txt" 2>/dev/null || echo none; }
+record_env() {  # the GPU, the stack's versions and the verl edits, on stdout
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
+  python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
+  python3 scripts/patch_verl.py --image hopper
+}
