@@ -161,7 +161,8 @@ def test_a_stop_signal_reaches_the_trainer_and_is_not_relaunched(tmp_path, sig):
     proc = subprocess.Popen(["bash", str(REPO / "scripts" / "entrypoint.sh"), "resume"], env=stage_env(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while "launch" not in ((tmp_path / "calls").read_text() if (tmp_path / "calls").exists() else ""):
+    # the launcher's own line: a substring test matched the preflight call before it (its --env-file is launch.env)
+    while "launch" not in ((tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     proc.send_signal(sig)
