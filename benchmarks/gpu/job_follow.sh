@@ -5,10 +5,12 @@
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 LIMIT="${1:-540}"; T0=$(date +%s)
+# a machine that went back between two calls comes back bare: say so at once instead of waiting out LIMIT
+[ -d /root/w/out ] || { echo "no job on this machine: it is a fresh one (the last went back between calls)"; exit 3; }
 while [ ! -f /root/w/out/DONE ] && [ $(( $(date +%s) - T0 )) -lt "$LIMIT" ]; do sleep 10; done
 cat /root/w/out/timeline.txt 2>/dev/null
 cp /root/w/out/timeline.txt "$OUT/" 2>/dev/null
-logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs; do [ -d "/root/w/$d" ] && logs+=("$d"); done
+logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs; do [ -d "/root/w/$d" ] && logs+=("$d"); done
 tar -czf "$OUT/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' out "${logs[@]}" 2>/dev/null
 [ -f /root/w/out/DONE ] && echo "job finished" || echo "job still running after ${LIMIT}s"
@@ -17,5 +19,6 @@ for f in /root/w/out/phase-peaks.txt /root/w/out/vllm-alone-*.json /root/w/out/g
 grep -h "^step:" /root/w/out/verl-fit.log 2>/dev/null | tail -3 | cut -c1-1500
 for f in /root/w/*/reproduce.log; do [ -f "$f" ] && { echo "== $f"; grep -a "^\[reproduce\]" "$f" | tail -8; }; done
 grep -ah "step:[0-9]" /root/w/*/logs/*/console-*.log 2>/dev/null | tail -2 | cut -c1-700
+tail -n 12 /root/w/out/job-driver.log 2>/dev/null
 tail -n 30 /root/w/out/job.log
 tail -n 25 /root/w/out/verl-fit.log 2>/dev/null
