@@ -22,6 +22,12 @@ class Deletion:
     bytes: int
     reason: str  # "interrupted" | "incomplete" | "keep-last" | "budget"
     newest_mtime: float = 0.0  # as scanned: a newer write since then cancels the deletion
+    problem: str = ""  # why the step is not whole, as scanned ("actor/ missing": what verl's own pruning leaves)
+
+    @property
+    def verl_pruned(self) -> bool:
+        """verl's checkpoint manager removes only `actor/` of the saves it prunes; `data.pt` stays behind."""
+        return self.reason == "incomplete" and self.problem == "actor/ missing"
 
 
 @dataclass
@@ -85,7 +91,7 @@ def plan(experiments: list[Experiment], now: float, retention: Retention, room_b
             if state in (WRITING, DAMAGED) or s is newest:
                 continue  # never deleted, not even for the budget
             if state in (INTERRUPTED, INCOMPLETE):
-                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, state, s.newest_mtime))
+                out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, state, s.newest_mtime, s.problem))
             elif s.step not in keep:
                 out.deletions.append(Deletion(exp.path, s.path, s.step, s.bytes, "keep-last", s.newest_mtime))
             else:

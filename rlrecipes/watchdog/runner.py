@@ -98,7 +98,11 @@ class Watchdog:
         if self.progress is not None:
             self.progress.update(now)
             stalled, message, progress = self.progress.verdict(now)
-            saving = any(state == WRITING for ep in decided.experiments for state in ep.states.values())
+            # A save in flight is a step above the newest whole one. A step below it written to lately is what
+            # verl's own pruning just left (it removes actor/, which touches the step dir): no save, so it must
+            # not hide a stall for the grace period after every save.
+            saving = any(state == WRITING and (ep.newest_complete is None or step > ep.newest_complete)
+                         for ep in decided.experiments for step, state in ep.states.items())
             progress["saving"] = saving
             if stalled and not saving:  # a long save is progress too
                 findings.append(Finding("", "error", "run-stalled", message, self.progress.step))
@@ -175,8 +179,9 @@ class Watchdog:
             self.counters["deleted"] += 1
             self.counters["deleted_bytes"] += fresh.bytes
             done.append({"path": str(d.path), "step": d.step, "bytes": fresh.bytes, "reason": d.reason})
-            level = logging.INFO if d.reason == "keep-last" else logging.WARNING
-            log.log(level, "deleted %s (%s, %s)", d.path, d.reason, human_bytes(fresh.bytes))
+            level = logging.INFO if d.reason == "keep-last" or d.verl_pruned else logging.WARNING
+            log.log(level, "deleted %s (%s, %s)%s", d.path, d.reason, human_bytes(fresh.bytes),
+                    ": what verl's own pruning left of it (data.pt without actor/)" if d.verl_pruned else "")
         return done
 
     def _hogs(self) -> list[dict]:

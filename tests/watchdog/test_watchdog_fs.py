@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import shutil
 import signal
@@ -116,7 +117,7 @@ def test_each_experiment_under_the_root_keeps_its_own_k(disk):
     assert {e["name"]: e["resume_step"] for e in status["experiments"]} == {"ppo": 4, "project/grpo": 30}
 
 
-def test_restart_prunes_what_verls_in_memory_list_forgot(disk):
+def test_restart_prunes_what_verls_in_memory_list_forgot(disk, caplog):
     root = disk("ext4", 32 * MIB)
     exp = root / "run"
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -130,11 +131,17 @@ def test_restart_prunes_what_verls_in_memory_list_forgot(disk):
     subprocess.run([*sim, "--steps", "2"], check=True, env=env, capture_output=True)
     assert steps_left(exp) == [f"global_step_{i}" for i in range(1, 7)]
     age(exp)
-    status = run_once(root, keep_last=2)
+    with caplog.at_level(logging.INFO, logger="rlrecipes.watchdog"):
+        status = run_once(root, keep_last=2)
     assert steps_left(exp) == ["global_step_5", "global_step_6"]
     assert tracker(exp) == "6"
     assert {d["step"]: d["reason"] for d in status["deleted"]} == {
         1: "incomplete", 2: "incomplete", 3: "keep-last", 4: "keep-last"}
+    # What verl's own pruning left is routine, said as such, not a warning a user reads as lost checkpoints.
+    said = {r.getMessage().split()[1].rsplit("_", 1)[1]: r for r in caplog.records
+            if r.getMessage().startswith("deleted")}
+    assert {step: r.levelno for step, r in said.items()} == {str(i): logging.INFO for i in range(1, 5)}
+    assert "what verl's own pruning left of it" in said["1"].getMessage()
 
 
 # -- interrupted saves and ENOSPC -----------------------------------------------------------------------

@@ -417,7 +417,7 @@ def test_whole_plan_by_hand():
     p = plan([ea, eb], NOW, Retention(2, None, GRACE), room_bytes=0)
     assert p.deletions == [
         Deletion(a, a / "global_step_1", 1, 100, "keep-last", NOW - 3000),
-        Deletion(a, a / "global_step_4", 4, 40, "interrupted", NOW - 900),
+        Deletion(a, a / "global_step_4", 4, 40, "interrupted", NOW - 900, "data.pt missing"),
         Deletion(b, b / "global_step_5", 5, 300, "budget", NOW - 2500),
     ]
     assert p.fixes == [TrackerFix(b, "missing", 6)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -290,6 +291,34 @@ def test_a_dead_rollout_engine_is_a_stall_at_once_until_a_relaunch_logs(tmp_path
     progress.update(now + 60)
     stalled, _, facts = progress.verdict(now + 70)
     assert not stalled and facts["dead_engine"] is None
+
+
+def test_what_verls_pruning_leaves_is_no_save_in_flight_and_hides_no_stall(tmp_path):
+    """On an H200 (docs/bench/gpu-reliability.md, the vLLM engine killed) verl removed `actor/` of the save before
+    at every save, which touches that step's directory: the watchdog took it for a save in flight for the grace
+    period after every save, and a stall in that window went unreported. A step above the newest whole one is
+    still a save, and still progress."""
+    from rlrecipes.watchdog import Watchdog, WatchdogConfig
+    from rlrecipes.watchdog.policy import Retention
+    from rlrecipes.watchdog.simulate import save_checkpoint
+
+    root, logs = tmp_path / "ckpt", tmp_path / "logs"
+    exp = root / "canary-grpo-lora"
+    for step in (35, 40):
+        save_checkpoint(exp, step)
+    shutil.rmtree(exp / "global_step_35" / "actor")  # verl's pruning at the save of step 40, just now
+    logs.mkdir()
+    _console(logs / "console-20260101T000000Z.log", range(1, 41), [ENGINE_DEAD])
+    dog = Watchdog(WatchdogConfig(root=root, retention=Retention(2, None, 300.0), interval_s=None, progress=[logs]))
+    status = dog.run_once()
+    assert {s["step"]: s["state"] for s in status["experiments"][0]["steps"]} == {35: "writing", 40: "complete"}
+    assert status["progress"]["saving"] is False
+    assert "run-stalled" in [f["code"] for f in status["findings"]], status["findings"]
+    # A save of step 45 being written (no tracker yet) is a save in flight: progress, no stall while it lasts.
+    save_checkpoint(exp, 45, tracker=False)
+    status = dog.run_once()
+    assert status["progress"]["saving"] is True
+    assert "run-stalled" not in [f["code"] for f in status["findings"]], status["findings"]
 
 
 def test_the_stop_guard_acts_at_once_on_an_engine_that_died_in_its_own_launch(tmp_path):
