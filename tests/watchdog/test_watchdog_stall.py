@@ -354,17 +354,35 @@ def test_a_guarded_trainer_whose_engine_died_is_relaunched_within_seconds_not_th
     assert took < 60 < STALL_FLOOR_S
 
 
-def test_the_recorded_runs_read_as_they_went():
-    """The console log of the H200 run whose vLLM engine was killed reads as a dead engine; none of the other
-    recorded GPU runs' console logs does (they finished, or were stopped by a signal)."""
+def test_the_recorded_runs_read_as_they_went(tmp_path):
+    """The console logs of the H200 runs whose vLLM engine was killed read as a dead engine, and in the later one
+    the relaunch's log clears it; none of the other recorded GPU runs' console logs reads as one (they finished,
+    or were stopped by a signal)."""
     records = REPO / "docs" / "bench" / "gpu-data"
     killed = records / "recovery-faults-hopper" / "logs" / "console-20261204T130705Z.log"
     progress = Progress([killed])
     progress.update(killed.stat().st_mtime)
     stalled, message, facts = progress.verdict(killed.stat().st_mtime + 1)
     assert stalled and "after step 0" in message and "EngineDeadError" in facts["dead_engine"]["line"]
-    others = sorted(p for p in records.rglob("console-*.log") if p != killed)
-    assert len(others) >= 10
+    # The later sitting: killed after the save of step 5; the relaunch logged its own file 27 s after the
+    # kill (vLLM's line at 16:05:21, the file stamped 16:05:48) and trained on to step 47. A clone dates both
+    # files alike, so they get their recorded times back here.
+    second = records / "recovery-faults-hopper-2" / "logs"
+    first, relaunch = second / "console-20261204T155905Z.log", second / "console-20261204T160548Z.log"
+    at = 1_800_000_000.0
+    for log, when in ((first, at), (relaunch, at + 27)):
+        shutil.copy(log, tmp_path / log.name)
+        os.utime(tmp_path / log.name, (when, when))
+    alone = Progress([tmp_path / first.name])
+    alone.update(at)
+    stalled, message, facts = alone.verdict(at + 1)
+    assert stalled and "after step 4" in message and "EngineDeadError" in facts["dead_engine"]["line"]
+    both = Progress([tmp_path])
+    both.update(at + 30)
+    stalled, _, facts = both.verdict(at + 31)
+    assert not stalled and facts["dead_engine"] is None and facts["step"] == 47
+    others = sorted(p for p in records.rglob("console-*.log") if p not in (killed, first))
+    assert len(others) >= 11
     for log in others:
         progress = Progress([log])
         progress.update(log.stat().st_mtime)
