@@ -178,3 +178,25 @@ def test_packed_sequences_stay_apart_in_verls_packed_forward(run_in_verl, versio
             assert all(d > 1e-2 for d in later), (impl, control, result)
     if "error" in result["flex_attention"]:  # after sdpa and eager were checked
         pytest.skip(f"flex_attention on CPU (torch {result['torch']}): {result['flex_attention']['error']}")
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_the_rmpad_benchmark_calls_the_model_as_verl_does(verl_python, use_cache):
+    """benchmarks/gpu/rmpad_attention.py on the CPU, tiny architecture, the Hopper stack's transformers: its
+    packed log-probs equal each sequence's alone; with --use-cache (the call its H200 records were measured
+    with) every sequence but the first differs."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [str(verl_python("0.9.1")), "benchmarks/gpu/rmpad_attention.py", "--arch", "tiny", "--micro", "4",
+         "--prompt", "8", "--response", "40", "--pad-to", "64", "--attn", "sdpa", "--reps", "1",
+         *(["--use-cache"] if use_cache else [])],
+        capture_output=True, text=True, timeout=300, cwd=repo)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["use_cache"] is use_cache and result["device"] == "cpu"
+    first, *later = result["max_abs_logprob_diff_packed_vs_alone"]
+    assert first < 1e-3
+    assert all((d > 1e-1) if use_cache else (d < 1e-3) for d in later), result
