@@ -7,9 +7,16 @@ restarting per sequence, attention_mask None) against the padded layout it feeds
     python3 benchmarks/gpu/rmpad_attention.py --arch qwen2.5-3b --micro 32 --prompt 64 --response 1024 \
         --pad-to 1536 --attn sdpa --out rmpad.json
 
-verl 0.9.1 patches only the FlashAttention forward for packed inputs (verl/models/transformers/monkey_patch.py);
-with SDPA or eager attention, transformers sees one long causal sequence: every sequence attends to the ones
-packed before it (wrong log-probs) and the attention work grows with the square of the micro batch's tokens.
+verl calls the model for a packed micro batch with attention_mask=None, restarting position_ids and
+use_cache=False (verl 0.8.0/0.9.1 verl/workers/engine/fsdp/transformer_impl.py `forward_step`); so does this
+script. transformers then keeps the sequences apart under SDPA, eager and flex_attention: it derives one mask per
+sequence from the restarting position_ids in masking_utils.py `_preprocess_mask_arguments` ->
+`find_packed_sequence_indices`, but only `if position_ids is not None and attention_mask is None and
+past_key_values is None`. Without use_cache=False the model builds an empty DynamicCache (config.use_cache is
+true), the detection is skipped and the row is one causal sequence: every sequence attends to the ones packed
+before it. `--use-cache` makes that call, for comparison: the H200 records in docs/bench/gpu-hopper-3b.md
+were measured with it, before this script passed use_cache=False. (verl's own patch,
+verl/models/transformers/monkey_patch.py, is of the FlashAttention forward only.)
 Reports seconds per forward (no grad, bf16 on CUDA; fp32 on CPU) for both layouts, and the largest log-prob
 difference of each packed sequence against the same sequence run alone. With --verl-source (verl's
 utils/torch_functional.py), also the seconds of verl's own `logprobs_from_logits_v2` -- the path verl takes
@@ -90,6 +97,9 @@ def main() -> int:
     parser.add_argument("--pad-to", type=int, default=1536, help="padded length (max_prompt + max_response)")
     parser.add_argument("--attn", default="sdpa")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--use-cache", action="store_true",
+                        help="call the model with use_cache=True (transformers' default; not verl's call): the "
+                             "packed sequences then attend to each other")
     parser.add_argument("--verl-source", type=Path, help="verl's verl/utils/torch_functional.py")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -112,24 +122,34 @@ def main() -> int:
             torch.cuda.synchronize()
         return (time.perf_counter() - start) / args.reps, out
 
+    # every call as verl's forward_step makes it (use_cache=False), unless --use-cache
+    cache = {"use_cache": args.use_cache}
     packed_pos = torch.arange(seq, device=device).repeat(args.micro).unsqueeze(0)
     padded_ids, mask, padded_pos = padded_batch(ids, args.pad_to)
+
+    def packed_logits():
+        return model(input_ids=ids.reshape(1, -1), attention_mask=None, position_ids=packed_pos, **cache).logits
+
+    def padded_logits():
+        return model(input_ids=padded_ids, attention_mask=mask, position_ids=padded_pos, **cache).logits
+
     with torch.no_grad():
-        packed_s, _ = timed(lambda: model(input_ids=ids.reshape(1, -1), position_ids=packed_pos).logits)
-        padded_s, _ = timed(lambda: model(input_ids=padded_ids, attention_mask=mask, position_ids=padded_pos).logits)
+        packed_s, _ = timed(packed_logits)
+        padded_s, _ = timed(padded_logits)
         # correctness on a few sequences: packed log-probs against each sequence alone
         few = min(4, args.micro)
-        alone = torch.cat([model(input_ids=ids[i:i + 1]).logits.float().log_softmax(-1) for i in range(few)])
-        packed = model(input_ids=ids[:few].reshape(1, -1),
-                       position_ids=torch.arange(seq, device=device).repeat(few).unsqueeze(0)).logits
+        alone_pos = torch.arange(seq, device=device).unsqueeze(0)
+        alone = torch.cat([model(input_ids=ids[i:i + 1], attention_mask=None, position_ids=alone_pos, **cache)
+                           .logits.float().log_softmax(-1) for i in range(few)])
+        packed = model(input_ids=ids[:few].reshape(1, -1), attention_mask=None,
+                       position_ids=torch.arange(seq, device=device).repeat(few).unsqueeze(0), **cache).logits
         packed = packed.float().log_softmax(-1).reshape(few, seq, -1)
         diffs = [round(float((packed[i] - alone[i]).abs().max()), 4) for i in range(few)]
         del packed, alone
         logprob_s = {}
         if args.verl_source:
             v2 = verl_function(args.verl_source, "logprobs_from_logits_v2")
-            for layout, logits_fn in (("packed", lambda: model(input_ids=ids.reshape(1, -1), position_ids=packed_pos).logits.squeeze(0)),
-                                      ("padded", lambda: model(input_ids=padded_ids, attention_mask=mask, position_ids=padded_pos).logits)):
+            for layout, logits_fn in (("packed", lambda: packed_logits().squeeze(0)), ("padded", padded_logits)):
                 logits = logits_fn()
                 labels = torch.randint(0, 1000, logits.shape[:-1], device=device)
                 logprob_s[layout] = round(timed(lambda: v2(logits, labels))[0], 3)
@@ -137,7 +157,7 @@ def main() -> int:
     result = {"arch": args.arch, "layers": config.num_hidden_layers, "attn": args.attn, "device": device,
               "dtype": str(dtype).removeprefix("torch."), "transformers": transformers.__version__,
               "torch": torch.__version__, "gpu": torch.cuda.get_device_name() if cuda else None,
-              "micro": args.micro, "tokens_per_sequence": seq, "pad_to": args.pad_to,
+              "use_cache": args.use_cache, "micro": args.micro, "tokens_per_sequence": seq, "pad_to": args.pad_to,
               "packed_tokens": args.micro * seq, "padded_tokens": args.micro * args.pad_to,
               "packed_forward_s": round(packed_s, 3), "padded_forward_s": round(padded_s, 3),
               "packed_over_padded": round(packed_s / padded_s, 2),

@@ -1,6 +1,8 @@
 """`use_remove_padding` (verl's packed micro batches) only with FlashAttention: rlrecipes refuses it on
-SDPA/eager models, and the reason is shown on the real transformers of each verl environment -- packed
-sequences under SDPA and eager attend to the ones packed before them."""
+SDPA/eager models (rlrecipes/recipe/values.py). The last test shows what transformers itself does with verl's
+packed forward on the real transformers of each verl environment: called as verl calls it (use_cache=False),
+it keeps the packed sequences apart under sdpa, eager and flex_attention; only with a cache (or without
+restarting position_ids) do they attend to the ones packed before them."""
 
 from __future__ import annotations
 
@@ -113,36 +115,88 @@ def test_no_shipped_profile_packs_without_flash_attention():
     assert checked >= 8
 
 
+# verl's packed (use_remove_padding) forward: verl 0.8.0/0.9.1 `FSDPEngineWithLMHead.forward_step`
+# (verl/workers/engine/fsdp/transformer_impl.py) calls `self.module(input_ids=(1, nnz), attention_mask=None,
+# position_ids=(1, nnz) restarting at 0 per sequence, use_cache=False)`; 0.5.0's `DataParallelPPOActor`
+# (verl/workers/actor/dp_actor.py) the same. transformers keeps such sequences apart in
+# masking_utils.py:_preprocess_mask_arguments -> find_packed_sequence_indices, but only
+# `if position_ids is not None and attention_mask is None and past_key_values is None`; without
+# use_cache=False the model's forward (Qwen2Model.forward: `if use_cache and past_key_values is None`,
+# use_cache defaulting to config.use_cache=True) builds an empty DynamicCache first, so the detection is
+# skipped and the row is one causal sequence. (transformers 4.56/4.57 add the packed mask for sdpa, eager and
+# flex_attention only with torch >= 2.6.)
 PACKED_FORWARD = r"""
 import json, torch, transformers
 from transformers import Qwen2Config, Qwen2ForCausalLM
-torch.manual_seed(0)
-out = {"transformers": transformers.__version__}
-for impl in ("sdpa", "eager"):
+lengths = (24, 32, 11)
+out = {"transformers": transformers.__version__, "torch": torch.__version__}
+for impl in ("sdpa", "eager", "flex_attention"):
+    torch.manual_seed(0)
     cfg = Qwen2Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     cfg._attn_implementation = impl
     model = Qwen2ForCausalLM(cfg).eval()
-    ids = torch.randint(0, 512, (3, 32))
-    with torch.no_grad():
-        alone = torch.cat([model(input_ids=ids[i:i + 1]).logits for i in range(3)])
-        # verl's packed layout (use_remove_padding): one row, position_ids restarting, no attention mask
-        packed = model(input_ids=ids.reshape(1, -1), position_ids=torch.arange(32).repeat(3).unsqueeze(0)).logits
-    diff = (packed.reshape(3, 32, -1) - alone).abs().amax(dim=(1, 2))
-    out[impl] = [float(d) for d in diff]
+    seqs = [torch.randint(0, 512, (1, n)) for n in lengths]
+    packed_ids = torch.cat(seqs, dim=1)                                              # (1, nnz)
+    calls = {
+        "verl": dict(position_ids=torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0), use_cache=False),
+        "cache": dict(position_ids=torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0), use_cache=True),
+        "contiguous": dict(position_ids=torch.arange(sum(lengths)).unsqueeze(0), use_cache=False),
+    }
+    try:
+        with torch.no_grad():
+            alone = [model(input_ids=s, attention_mask=None, position_ids=torch.arange(s.shape[1]).unsqueeze(0),
+                           use_cache=False).logits for s in seqs]
+            out[impl] = {}
+            for name, kw in calls.items():
+                packed = model(input_ids=packed_ids, attention_mask=None, **kw).logits.split(lengths, dim=1)
+                out[impl][name] = [float((p - a).abs().max()) for p, a in zip(packed, alone)]
+    except Exception as exc:  # flex_attention may not run on every CPU torch: the test skips naming the error
+        if impl != "flex_attention":
+            raise
+        out[impl] = {"error": f"{type(exc).__name__}: {exc}"}
 print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("version", ["0.8.0", "0.9.1"])
-def test_packed_sequences_attend_across_under_sdpa_and_eager(run_in_verl, version):
-    """The first packed sequence equals its run alone; every later one differs (it saw the earlier ones).
-    If a transformers release starts keeping packed sequences apart for SDPA, this fails and the rule in
-    rlrecipes/recipe/values.py can be relaxed for that stack."""
+@pytest.mark.parametrize("version", ["0.5.0", "0.8.0", "0.9.1"])
+def test_packed_sequences_stay_apart_in_verls_packed_forward(run_in_verl, version):
+    """Sequences of 24, 32 and 11 tokens packed into one row with restarting position_ids, called as verl calls
+    the model ("verl"), give the logits each gives alone, under sdpa, eager and flex_attention. Two controls
+    show the comparison can fail: with a cache ("cache"), or with position_ids that do not restart
+    ("contiguous"), every sequence but the first attends to the ones before it."""
     proc = run_in_verl(version, PACKED_FORWARD, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    for impl in ("sdpa", "eager"):
-        first, *later = result[impl]
-        assert first < 1e-5, (impl, result)
-        assert all(d > 1e-2 for d in later), (impl, result)
+    for impl in ("sdpa", "eager", "flex_attention"):
+        if "error" in result[impl]:
+            continue
+        assert all(d < 1e-5 for d in result[impl]["verl"]), (impl, result)
+        for control in ("cache", "contiguous"):
+            first, *later = result[impl][control]
+            assert first < 1e-5, (impl, control, result)
+            assert all(d > 1e-2 for d in later), (impl, control, result)
+    if "error" in result["flex_attention"]:  # after sdpa and eager were checked
+        pytest.skip(f"flex_attention on CPU (torch {result['torch']}): {result['flex_attention']['error']}")
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_the_rmpad_benchmark_calls_the_model_as_verl_does(verl_python, use_cache):
+    """benchmarks/gpu/rmpad_attention.py on the CPU, tiny architecture, the Hopper stack's transformers: its
+    packed log-probs equal each sequence's alone; with --use-cache (the call its H200 records were measured
+    with) every sequence but the first differs."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [str(verl_python("0.9.1")), "benchmarks/gpu/rmpad_attention.py", "--arch", "tiny", "--micro", "4",
+         "--prompt", "8", "--response", "40", "--pad-to", "64", "--attn", "sdpa", "--reps", "1",
+         *(["--use-cache"] if use_cache else [])],
+        capture_output=True, text=True, timeout=300, cwd=repo)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["use_cache"] is use_cache and result["device"] == "cpu"
+    first, *later = result["max_abs_logprob_diff_packed_vs_alone"]
+    assert first < 1e-3
+    assert all((d > 1e-1) if use_cache else (d < 1e-3) for d in later), result

@@ -218,7 +218,7 @@ def test_hopper_profile_composes_the_091_config(models_dir):
     model = result.config["actor_rollout_ref"]["model"]
     # 0.9.1 reads the key without the underscore (0.5.0's `_attn_implementation` is ignored there)
     assert model["override_config"] == {"attn_implementation": "sdpa"}
-    # padded, not verl's packed default: packing under SDPA attends across sequences (tests/recipe/test_packing.py)
+    # padded, not verl's packed default: rlrecipes refuses packing without FlashAttention (tests/recipe/test_packing.py)
     assert model["lora_rank"] == 64 and model["use_remove_padding"] is False
     rollout = result.config["actor_rollout_ref"]["rollout"]
     assert (rollout["name"], rollout["mode"], rollout["gpu_memory_utilization"]) == ("vllm", "async", 0.6)
