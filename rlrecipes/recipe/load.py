@@ -240,7 +240,7 @@ def _profile_overrides(profile: Profile, uses_critic: bool, lora: bool) -> dict[
     }
     packs = profile.attention in PACKING_ATTENTION
     if not packs:
-        # verl >= 0.6 packs micro batches by default, which only FlashAttention keeps apart (values.check_packing)
+        # verl >= 0.6 packs micro batches by default; this project packs only with FlashAttention (values.check_packing)
         out["actor_rollout_ref.model.use_remove_padding"] = False
     if profile.gpu_memory_utilization is not None:
         out["actor_rollout_ref.rollout.gpu_memory_utilization"] = profile.gpu_memory_utilization

@@ -128,12 +128,12 @@ def check_values(lookup: Callable[[str], Any], source: Callable[[str], str]) -> 
     return warnings
 
 
-# verl packs a micro batch's sequences into one row when `use_remove_padding` is on, and patches only the
-# FlashAttention forward (verl/models/transformers/monkey_patch.py) to keep them apart. Under SDPA or eager
-# attention transformers sees one long causal sequence: each sequence attends to those packed before it, so
-# the log-probs are wrong; and without flash-attn's cross-entropy kernel verl's log-prob loop runs once per
-# token. Measured on an H200 (docs/bench/gpu-hopper-3b.md): packed log-probs off by up to 7.5 nats, verl's
-# log-prob step 1.56 s instead of 0.016 s per micro batch of 32. verl 0.5.0 imports flash-attn for it.
+# verl packs a micro batch's sequences into one row when `use_remove_padding` is on and keeps them apart with
+# FlashAttention's varlen kernel (verl/models/transformers/monkey_patch.py). Under SDPA or eager attention the
+# packed forward is correct too -- transformers finds the restarting position ids and masks each sequence apart
+# (masking_utils.find_packed_sequence_indices; verl calls with use_cache=False, tests/recipe/test_packing.py) --
+# but through a mask over the whole packed row, whose speed and memory at a recipe's shape are unmeasured. Until
+# they are (docs/bench/gpu-hopper-3b.md), packing stays with FlashAttention. verl 0.5.0 imports flash-attn for it.
 PACKING_KEYS = {  # use_remove_padding key -> the key that names that model's attention
     "actor_rollout_ref.model.use_remove_padding": "attn",
     "critic.model.use_remove_padding": "critic_attn",
@@ -152,6 +152,6 @@ def check_packing(lookup: Callable[[str], Any], source: Callable[[str], str], at
         if resolved(key, lookup) is True and impl not in PACKING_ATTENTION:
             raise RecipeError(
                 f"use_remove_padding=true needs flash_attention_2, and this model runs {impl}: verl packs each "
-                "micro batch into one sequence, which only FlashAttention keeps apart (the log-probs come out "
-                "wrong and the log-prob step runs once per token otherwise)",
+                "micro batch into one row, which it keeps apart with FlashAttention's varlen kernel; under "
+                f"{impl} transformers masks the whole packed row instead, unmeasured at a recipe's shape",
                 where=source(key), hint=f"set {key}=false, or use a flash_attention_2 profile")

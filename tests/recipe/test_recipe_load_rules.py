@@ -799,9 +799,9 @@ def test_packing_check_names_where_the_attention_comes_from(home):
                                          "+critic.model.override_config.attn_implementation": "eager"},
                 expect={**EXPECT, "profiles": {"a": {"not_measured": "x"}}})
     exc = error(resolve, "r", env=ENV)
-    assert exc.message.endswith("this model runs eager: verl packs each micro batch into one sequence, which only "
-                                "FlashAttention keeps apart (the log-probs come out wrong and the log-prob step runs "
-                                "once per token otherwise)")
+    assert exc.message.endswith("this model runs eager: verl packs each micro batch into one row, which it keeps "
+                                "apart with FlashAttention's varlen kernel; under eager transformers masks the whole "
+                                "packed row instead, unmeasured at a recipe's shape")
     assert exc.where == "verl default: critic.model.use_remove_padding"
     assert resolve("r", overrides=["algorithm.adv_estimator=grpo"], env=ENV).use_critic is False
 
