@@ -9,6 +9,7 @@ set -euo pipefail
 : "${DATA_DIR:=/workspace/data}"
 : "${CKPT_DIR:=/workspace/checkpoints}"
 : "${LOG_DIR:=/workspace/logs}"
+: "${CACHE_DIR:=/workspace/cache}"
 : "${REWARD_FN:=$(python3 -c 'import rlrecipes.rewards.gsm8k as m; print(m.__file__)')}"
 LOGGER='[console]'
 RUN_LOG_DIR="${LOG_DIR}"/smoke-ppo

@@ -23,7 +23,8 @@ set -euo pipefail
 : "${MODELS_DIR:=/workspace/models}"
 : "${CKPT_DIR:=/workspace/checkpoints}"
 : "${LOG_DIR:=/workspace/logs}"
-export RLRECIPES_HOME DATA_DIR MODELS_DIR CKPT_DIR LOG_DIR
+: "${CACHE_DIR:=/workspace/cache}"   # compile caches; the stage engine points vLLM, inductor and Triton here
+export RLRECIPES_HOME DATA_DIR MODELS_DIR CKPT_DIR LOG_DIR CACHE_DIR
 
 log() { printf '[entrypoint] %s\n' "$*" >&2; }
 

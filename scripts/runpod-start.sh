@@ -20,7 +20,7 @@
 # WANDB_API_KEY / HF_TOKEN (RunPod secrets), WORKSPACE (default /workspace), FORCE_STAGES (e.g. "eval report":
 # rerun those even if their output exists), STALL_RESTARTS (3), WATCHDOG (1; 0: none), WATCHDOG_KEEP_LAST (2),
 # WATCHDOG_INTERVAL (30 s), WATCHDOG_ARGS (more `rlrecipes watchdog` flags, e.g. "--stall-after 1800").
-# Outputs: $WORKSPACE/{data,models,checkpoints,logs,hf-cache,eval,reports}; this hook logs to
+# Outputs: $WORKSPACE/{data,models,checkpoints,logs,hf-cache,cache,eval,reports}; this hook logs to
 # $WORKSPACE/logs/runpod-start.log, the watchdog to $WORKSPACE/logs/watchdog.log.
 # train() and its helpers run through stage's "$@", which shellcheck cannot follow.
 # shellcheck disable=SC2329
@@ -47,9 +47,10 @@ DATA_DIR="$WORKSPACE/data"
 CKPT_DIR="$WORKSPACE/checkpoints"
 LOG_DIR="$WORKSPACE/logs"
 HF_HOME="$WORKSPACE/hf-cache"
+CACHE_DIR="$WORKSPACE/cache"   # compile caches (vLLM, inductor, Triton): the stage engine points them here
 EVAL_DIR="$WORKSPACE/eval"
 REPORTS_DIR="$WORKSPACE/reports"
-export WORKSPACE RLRECIPES_HOME MODELS_DIR DATA_DIR CKPT_DIR LOG_DIR HF_HOME STALL_RESTARTS
+export WORKSPACE RLRECIPES_HOME MODELS_DIR DATA_DIR CKPT_DIR LOG_DIR HF_HOME CACHE_DIR STALL_RESTARTS
 
 mkdir -p "$LOG_DIR"
 HOOK_LOG="$LOG_DIR/runpod-start.log"

@@ -8,7 +8,8 @@
     model         the recipe's base model into MODELS_DIR (a no-op when complete; resumes a cut download)
     resume-check  repair the checkpoint tracker so verl resumes from the last whole checkpoint
     preflight     GPUs, memory, disk, shm, model, data; writes the environment the launch needs
-    train         preflight, the Ray cluster check (RAY_ADDRESS), then the recipe's launcher, once
+    train         preflight, the Ray cluster check (RAY_ADDRESS), then the recipe's launcher, once, with the
+                  compile caches under CACHE_DIR (COMPILE_CACHES)
     resume        resume-check then train; again after a stall (exit 75), at most STALL_RESTARTS times
     eval          `rlrecipes eval ARGS` with the recipe's own validation file for its fast check
 
@@ -29,10 +30,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlrecipes.errors import RecipeError
+from rlrecipes.errors import RecipeError, StageFailed
 from rlrecipes.paths import repo_root
 from rlrecipes.process import Ended, run_forwarding, signal_name
 from rlrecipes.recipe.load import ResolvedRun
@@ -41,6 +43,18 @@ from rlrecipes.verl.stopguard import EXIT_STALLED
 
 STALL_RESTARTS_DEFAULT = 3
 STAGES = ("run", "assets", "data", "model", "resume-check", "preflight", "train", "resume", "eval")
+# The compile caches of a launch, each a folder under the run's CACHE_DIR (compose.yaml's `cache` volume), so a
+# relaunch or a new container starts warm. Their defaults are inside the container and lost with it. Each variable
+# as the Hopper image's vLLM 0.24.0, torch 2.11.0 and Triton 3.6.0 read it (torch and Triton write an entry under a
+# temporary name and rename it: codecache.py write_atomic, runtime/cache.py FileCacheManager.put):
+#   VLLM_CACHE_ROOT          vllm/envs.py (default ~/.cache/vllm): torch.compile artefacts under
+#                            torch_compile_cache/ -- vLLM also points inductor and Triton of its own engine below
+#                            that folder (vllm/compilation/compiler_interface.py: InductorAdaptor.initialize_cache)
+#   TORCHINDUCTOR_CACHE_DIR  torch/_inductor/runtime/cache_dir_utils.py cache_dir() (default /tmp/torchinductor_USER):
+#                            the trainer's own torch.compile
+#   TRITON_CACHE_DIR         triton/knobs.py cache_knobs.dir (default ~/.triton/cache): Triton kernels built outside
+#                            vLLM
+COMPILE_CACHES = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
 
 
 def log(message: str) -> None:
@@ -67,6 +81,20 @@ def where_it_goes_on(ckpt_dir: Path) -> str:
     step = checkpoint_step(ckpt_dir)
     return (f"from the checkpoint of step {step} ({ckpt_dir})" if step is not None
             else f"from step 0 (no whole checkpoint under {ckpt_dir} yet)")
+
+
+def compile_caches(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """COMPILE_CACHES that `env` leaves unset or empty, each a folder under `cache_dir`, created; a value set in
+    `env` (the user's, .env's) is kept and its folder left alone."""
+    wanted = {key: cache_dir / sub for key, sub in COMPILE_CACHES.items() if not env.get(key)}
+    for key, path in wanted.items():
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StageFailed(f"cannot create the compile cache folder {path}: {exc.strerror}", where="CACHE_DIR",
+                              hint=f"make {cache_dir} writable, or set CACHE_DIR (or {key}) to a writable "
+                                   "folder") from exc
+    return {key: str(path) for key, path in wanted.items()}
 
 
 def stall_restarts(env: dict[str, str]) -> int:
@@ -150,6 +178,7 @@ class Stages:
         if code:
             return code
         launch_env = {**self.env, **_read_env_file(env_file), **self.run.paths, "RECIPE": self.name}
+        launch_env.update(compile_caches(Path(self.run.paths["CACHE_DIR"]), launch_env))
         if launch_env.get("RAY_ADDRESS"):
             code = rlrecipes_command(["cluster", self.name, *self._profile_args(),
                                       "--wait", launch_env.get("CLUSTER_WAIT", "0"), *self.overrides])

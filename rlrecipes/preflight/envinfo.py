@@ -14,8 +14,8 @@ PACKAGES = ("rlrecipes", "torch", "verl", "vllm", "sglang", "transformers", "tok
             "lm-eval", "wandb", "nvidia-ml-py", "numpy", "pyarrow")
 # Set by the images (docker/*.Dockerfile) and by nvidia/cuda base images.
 ENV_VARS = ("RLRECIPES_IMAGE", "RLRECIPES_HOME", "CUDA_VERSION", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_VISIBLE_DEVICES",
-            "NVIDIA_VISIBLE_DEVICES", "MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "HF_HOME", "WANDB_MODE",
-            "RAY_ADDRESS")
+            "NVIDIA_VISIBLE_DEVICES", "MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "CACHE_DIR", "HF_HOME",
+            "WANDB_MODE", "RAY_ADDRESS", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def package_versions() -> dict[str, str | None]:

@@ -34,6 +34,8 @@ PATH_DEFAULTS = {
     "DATA_DIR": "/workspace/data",
     "CKPT_DIR": "/workspace/checkpoints",
     "LOG_DIR": "/workspace/logs",
+    # compile caches (vLLM, inductor, Triton) kept across containers: rlrecipes/launch/stages.py compile_caches
+    "CACHE_DIR": "/workspace/cache",
 }
 # Commands that build a recipe's model and data offline, with --models-dir/--data-dir (`assets:` in a recipe).
 ASSET_BUILDERS = ("smoke-assets", "canary-assets")

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("launch/test_gpu_host")]
 
 VOLUMES = {"rlrecipes_data:/workspace/data", "rlrecipes_models:/workspace/models",
            "rlrecipes_checkpoints:/workspace/checkpoints", "rlrecipes_hf-cache:/workspace/hf-cache",
-           "rlrecipes_logs:/workspace/logs"}
+           "rlrecipes_logs:/workspace/logs", "rlrecipes_cache:/workspace/cache"}
 _VALUE_OPTIONS = {"--shm-size", "--ulimit", "-e", "-v", "--gpus", "--env-file", "--entrypoint", "--name",
                   "--stop-timeout"}
 

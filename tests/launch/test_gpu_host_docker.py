@@ -118,7 +118,7 @@ def test_make_train_from_the_docs_reaches_verl_on_a_simulated_p40_host(docker_en
     (tmp_path / "bin" / "docker").symlink_to(REPO / "tests" / "fixtures" / "gpuhost" / "docker-standin")
     env.update(RLRECIPES_REAL_DOCKER=docker_env.cli, DOCKER_HOST=docker_env.host, DOCKER_BUILDKIT="1",
                DOCKER_CONFIG=str(docker_env.config_dir))
-    volumes = [f"rlrecipes_{v}" for v in ("data", "models", "checkpoints", "hf-cache", "logs")]
+    volumes = [f"rlrecipes_{v}" for v in ("data", "models", "checkpoints", "hf-cache", "logs", "cache")]
     model = tiny_model(tmp_path / "model" / "Qwen2.5-0.5B-Instruct")
     fixtures = REPO / "tests" / "fixtures" / "gsm8k" / "jsonl"
     try:

@@ -35,7 +35,7 @@ BIN = Path(sys.executable).parent
 def workspace(tmp_path: Path) -> dict[str, str]:
     root = tmp_path / "ws"
     return {"MODELS_DIR": str(root / "models"), "DATA_DIR": str(root / "data"), "CKPT_DIR": str(root / "ckpt"),
-            "LOG_DIR": str(root / "logs"), "REPORTS_DIR": str(root / "reports")}
+            "LOG_DIR": str(root / "logs"), "CACHE_DIR": str(root / "cache"), "REPORTS_DIR": str(root / "reports")}
 
 
 @pytest.fixture

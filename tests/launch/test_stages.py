@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from rlrecipes.launch.stages import COMPILE_CACHES
+
 REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "tests" / "fixtures" / "stage_stub"
 BIN = Path(sys.executable).parent
@@ -53,9 +55,10 @@ def stage_env(tmp_path: Path, **extra: str) -> dict[str, str]:
            "STAGE_CALLS": str(tmp_path / "calls"), "PYTHONPATH": f"{STUB}{os.pathsep}{REPO}",
            "RLRECIPES_HOME": str(home(tmp_path) if not (tmp_path / "home").exists() else tmp_path / "home"),
            "RECIPE": RECIPE, "PROFILE": "", **{k: str(tmp_path / k.lower()) for k in
-                                               ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR")}, **extra}
-    env.pop("RUNPOD_POD_ID", None)
-    return env
+                                               ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "CACHE_DIR")}}
+    for key in ("RUNPOD_POD_ID", *COMPILE_CACHES):  # the host's own must not decide what a test sees
+        env.pop(key, None)
+    return {**env, **extra}
 
 
 def entry(tmp_path: Path, *argv: str, **extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -111,6 +114,54 @@ def test_run_asks_rlrecipes_model_even_when_config_json_is_there(tmp_path):
     assert proc.returncode == 1, proc.stderr  # stopped by the failing preflight
     assert f"model {RECIPE} --models-dir {tmp_path / 'models_dir'}" in calls
     assert [c.split()[0] for c in calls] == ["data", "model", "preflight"], calls
+
+
+# A launcher that records the compile cache variables it was started with.
+CACHE_LAUNCHER = """#!/usr/bin/env bash
+for key in TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR VLLM_CACHE_ROOT; do
+    printf 'env %s=%s\\n' "$key" "${!key-unset}" >> "$CALLS"
+done
+"""
+
+
+def launched_env(calls: list[str]) -> dict[str, str]:
+    return dict(c.split(" ", 1)[1].split("=", 1) for c in calls if c.startswith("env "))
+
+
+def test_the_launcher_gets_compile_caches_under_cache_dir_which_outlive_the_container(tmp_path):
+    """vLLM, inductor and Triton write their compile caches under CACHE_DIR (compose.yaml's `cache` volume), not
+    inside the container, so the next launch -- a relaunch, a new container -- finds them."""
+    home(tmp_path, CACHE_LAUNCHER)
+    cache = tmp_path / "cache_dir"
+    assert not cache.exists()
+    proc, calls = entry(tmp_path, "train")
+    assert proc.returncode == 0, proc.stderr
+    assert launched_env(calls) == {"VLLM_CACHE_ROOT": str(cache / "vllm"),
+                                   "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+                                   "TRITON_CACHE_DIR": str(cache / "triton")}, calls
+    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == ["inductor", "triton", "vllm"]
+
+
+def test_a_compile_cache_the_user_set_is_kept(tmp_path):
+    home(tmp_path, CACHE_LAUNCHER)
+    mine = tmp_path / "my-vllm-cache"
+    proc, calls = entry(tmp_path, "train", VLLM_CACHE_ROOT=str(mine), TRITON_CACHE_DIR="")
+    assert proc.returncode == 0, proc.stderr
+    cache = tmp_path / "cache_dir"
+    # an empty value counts as unset (torch would make a cache in the working directory of every process)
+    assert launched_env(calls) == {"VLLM_CACHE_ROOT": str(mine), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+                                   "TRITON_CACHE_DIR": str(cache / "triton")}, calls
+    assert not mine.exists() and not (cache / "vllm").exists()
+
+
+def test_a_cache_dir_that_cannot_be_made_stops_the_launch_in_one_line(tmp_path):
+    home(tmp_path, CACHE_LAUNCHER)
+    (tmp_path / "afile").write_text("")
+    proc, calls = entry(tmp_path, "train", CACHE_DIR=str(tmp_path / "afile" / "cache"))
+    assert proc.returncode == 1, proc.stderr
+    assert launched_env(calls) == {}, calls
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"error: CACHE_DIR: cannot create the compile cache folder {tmp_path}/afile/cache/"), proc.stderr
 
 
 @pytest.mark.parametrize("stage_name", ["run", "resume"])

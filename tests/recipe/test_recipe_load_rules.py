@@ -80,7 +80,7 @@ def _write(path: Path, data: dict) -> Path:
 def home(tmp_path, monkeypatch):
     """A scratch RLRECIPES_HOME with profile `p` (P40) and `a` (A100) and recipe `r` (minimal, on p)."""
     monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
-    for key in ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "REWARD_FN", "WANDB_API_KEY"):
+    for key in ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "CACHE_DIR", "REWARD_FN", "WANDB_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     _write(tmp_path / "recipes" / "profiles" / "p.yaml", P40)
     _write(tmp_path / "recipes" / "profiles" / "a.yaml", A100)
@@ -545,7 +545,7 @@ def _run(overrides: dict, variables: dict | None = None, image: str = "p40", **r
                       expect=None)
     return ResolvedRun(recipe=rec, profile=_profile(image_name=image), overrides=overrides, sources={},
                        variables={"MODELS_DIR": "/m", "DATA_DIR": "/d", "CKPT_DIR": "/c", "LOG_DIR": "/l",
-                                  **(variables or {})}, use_critic=False)
+                                  "CACHE_DIR": "/k", **(variables or {})}, use_critic=False)
 
 
 def test_get_takes_the_last_setting_of_a_key_whatever_its_prefix():
@@ -618,7 +618,7 @@ def test_run_properties():
     assert run.name == "grp/x" and run.image is IMAGES["p40"]
     assert run.model_path == Path("/m/m") and run.ckpt_dir == Path("/c/x")
     assert run.log_dir == Path("/l/grp/x") and run.data_dir == Path("/d/gsm")
-    assert run.paths == {"MODELS_DIR": "/m", "DATA_DIR": "/d", "CKPT_DIR": "/c", "LOG_DIR": "/l"}
+    assert run.paths == {"MODELS_DIR": "/m", "DATA_DIR": "/d", "CKPT_DIR": "/c", "LOG_DIR": "/l", "CACHE_DIR": "/k"}
     assert _run({}, {"MODELS_DIR": Path("/p")}).paths["MODELS_DIR"] == "/p"
     assert run.use_reference_policy is False and run.lora_rank == 0
     assert _run({"actor_rollout_ref.actor.use_kl_loss": True}).use_reference_policy is True
@@ -684,7 +684,8 @@ def test_resolve_a_minimal_recipe_exactly(home):
     }
     assert run.variables == {"MODELS_DIR": "/workspace/models", "DATA_DIR": "/workspace/data",
                              "CKPT_DIR": "/workspace/checkpoints", "LOG_DIR": "/workspace/logs",
-                             "REWARD_FN": str(PACKAGE_DIR / "rewards" / "gsm8k.py"), "LOGGER": ["console"]}
+                             "CACHE_DIR": "/workspace/cache", "REWARD_FN": str(PACKAGE_DIR / "rewards" / "gsm8k.py"),
+                             "LOGGER": ["console"]}
     assert run.hydra_overrides()[:3] == ["actor_rollout_ref.model.path=/workspace/models/Model-1B",
                                          "data.train_files=/workspace/data/toy/train.parquet",
                                          "data.val_files=/workspace/data/toy/test.parquet"]
@@ -694,12 +695,12 @@ def test_resolve_a100_recipe_with_critic_reward_mode_and_wandb(home):
     recipe_file(home, "team/c", profile="a", verl={"algorithm.adv_estimator": "gae"}, reward={"mode": "flexible"},
                 logging={"project": "pp"}, model={"hub_id": "o/M", "dir": "md"},
                 expect={**EXPECT, "profiles": {"a": {"not_measured": "x"}}})
-    env = {"MODELS_DIR": "/mm", "DATA_DIR": "/dd", "CKPT_DIR": "/cc", "LOG_DIR": "/ll", "REWARD_FN": "/r.py",
-           "WANDB_API_KEY": "key"}
+    env = {"MODELS_DIR": "/mm", "DATA_DIR": "/dd", "CKPT_DIR": "/cc", "LOG_DIR": "/ll", "CACHE_DIR": "/kk",
+           "REWARD_FN": "/r.py", "WANDB_API_KEY": "key"}
     run = resolve("team/c", env=env)
     assert run.use_critic is True
     assert run.variables == {"MODELS_DIR": "/mm", "DATA_DIR": "/dd", "CKPT_DIR": "/cc", "LOG_DIR": "/ll",
-                             "REWARD_FN": "/r.py", "LOGGER": ["console", "file", "wandb"]}
+                             "CACHE_DIR": "/kk", "REWARD_FN": "/r.py", "LOGGER": ["console", "file", "wandb"]}
     o = run.overrides
     assert o["critic.model.path"] == "${MODELS_DIR}/md"
     assert o["+reward.custom_reward_function.reward_kwargs"] == {"mode": "flexible"}
@@ -824,7 +825,7 @@ def test_unknown_variables_are_refused(home):
     recipe_file(home, verl={"algorithm.adv_estimator": "grpo", "+t.x": ["${NOPE}/${ALSO}", "${MODELS_DIR}"]})
     exc = error(resolve, "r", env=ENV)
     assert exc.message == "unknown variable(s) ALSO, NOPE in +t.x"
-    assert exc.hint == "known variables: CKPT_DIR, DATA_DIR, LOGGER, LOG_DIR, MODELS_DIR, REWARD_FN"
+    assert exc.hint == "known variables: CACHE_DIR, CKPT_DIR, DATA_DIR, LOGGER, LOG_DIR, MODELS_DIR, REWARD_FN"
     exc = error(resolve, "r", overrides=["+t.x=${X}"], env=ENV)
     assert exc.message == "unknown variable(s) X in +t.x"
     assert resolve("r", overrides=["+t.x=${REWARD_FN}"], env={"REWARD_FN": "/f.py"}).get("t.x") == "/f.py"

@@ -17,13 +17,13 @@ import yaml
 from support.docker import compose_binary, docker_env  # noqa: F401
 
 from rlrecipes.recipe.images import IMAGES
-from rlrecipes.recipe.load import load_profile, load_recipe
+from rlrecipes.recipe.load import PATH_DEFAULTS, load_profile, load_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = {"a100-grpo": ("a100", "qwen2.5-3b-gsm8k-grpo-lora"), "p40-ppo": ("p40", "qwen2.5-0.5b-gsm8k-ppo"),
             "hopper-grpo": ("hopper", "qwen2.5-3b-gsm8k-grpo-lora")}
 VOLUMES = {"data": "/workspace/data", "models": "/workspace/models", "checkpoints": "/workspace/checkpoints",
-           "hf-cache": "/workspace/hf-cache", "logs": "/workspace/logs"}
+           "hf-cache": "/workspace/hf-cache", "logs": "/workspace/logs", "cache": "/workspace/cache"}
 
 
 def compose_config(*profiles: str) -> dict:
@@ -76,6 +76,21 @@ def test_trainer_service_shape(service):
     assert svc["environment"]["RLRECIPES_STALL_STATUS"] == "/workspace/checkpoints/.watchdog/status.json"
     assert int(svc["environment"]["STALL_RESTARTS"]) >= 1
     assert svc["restart"] == "no"
+
+
+def test_every_folder_of_a_run_is_a_volume_of_its_own_outside_the_watchdogs_root():
+    """What a run keeps (the run's paths, compile caches included) outlives its container; the compile caches are
+    not under the checkpoints, where the watchdog would walk them and count them against the disk budget."""
+    services = compose_config("a100", "hopper", "p40", "a100-cpu", "hopper-cpu", "p40-cpu")["services"]
+    for name, svc in services.items():
+        if name == "watchdog":
+            continue
+        mounts = {v["target"]: v["source"] for v in svc["volumes"] if v["type"] == "volume"}
+        assert {path: mounts.get(path) for path in PATH_DEFAULTS.values()} == {
+            "/workspace/models": "models", "/workspace/data": "data", "/workspace/checkpoints": "checkpoints",
+            "/workspace/logs": "logs", "/workspace/cache": "cache"}, name
+    watchdog = {v["target"] for v in services["watchdog"]["volumes"]}
+    assert not any(PATH_DEFAULTS["CACHE_DIR"].startswith(root + "/") for root in watchdog)
 
 
 def test_watchdog_sidecar_shape():

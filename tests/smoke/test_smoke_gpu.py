@@ -60,7 +60,7 @@ def test_the_canary_learns_from_nothing_to_its_verdict(tmp_path, verl_here):
     contract met (a held-out gain of >= 15 points, the merged model scoring what the last step scored)."""
     recipe, profile = CANARY[verl_here]
     dirs = {name: str(tmp_path / name.lower().removesuffix("_dir"))
-            for name in ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "REPORTS_DIR")}
+            for name in ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "CACHE_DIR", "REPORTS_DIR")}
     env = dict(os.environ, **dirs, RLRECIPES_HOME=str(REPO), WANDB_MODE="offline",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     result = subprocess.run([sys.executable, "-m", "rlrecipes", "reproduce", recipe, "--profile", profile],

@@ -285,7 +285,7 @@ class Host:
             # (the fast eval of 64 problems took 65 s instead of 10 s).
             OMP_NUM_THREADS="1",
             MODELS_DIR=str(self.models), DATA_DIR=str(self.data), CKPT_DIR=str(self.ws / "checkpoints"),
-            LOG_DIR=str(self.ws / "logs"), REPORTS_DIR=str(self.reports),
+            LOG_DIR=str(self.ws / "logs"), CACHE_DIR=str(self.ws / "cache"), REPORTS_DIR=str(self.reports),
             STANDIN_STEP_S="0.2", STANDIN_SAVE_S="0.3", STANDIN_SAVE_FREQ="1",
             STANDIN_SHARDS=str(self.actor_template), STANDIN_PAUSE_MARK=str(self.pause_mark),
             STANDIN_PAUSE_S="3",

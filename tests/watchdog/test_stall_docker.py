@@ -39,7 +39,7 @@ STEPS, SAVE_FREQ, HANG_AT = 6, 2, 5  # saves 2, 4, 6; the first launch logs step
 STALL_AFTER = 6.0
 POLL_S = 10.0  # rlrecipes/verl/stopguard.py STALL_POLL_S
 TIMEOUT_S = 240.0
-VOLUMES = ("data", "models", "checkpoints", "hf-cache", "logs")  # compose.yaml's
+VOLUMES = ("data", "models", "checkpoints", "hf-cache", "logs", "cache")  # compose.yaml's
 STATUS = ".watchdog/status.json"  # in the checkpoints volume: compose.yaml's RLRECIPES_STALL_STATUS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -241,11 +241,13 @@ def test_a_stalled_run_is_reported_stopped_relaunched_and_resumes_under_compose(
         step_numbers(ckpt)
 
     # Nothing outside the run's checkpoints and logs was touched: the data and model volumes are as seeded, the
-    # user's files beside the checkpoints are there, the cache volume is empty, and neither container wrote to
-    # its own filesystem (everything went to the volumes).
+    # user's files beside the checkpoints are there, the HF cache volume is empty, the compile caches are folders
+    # of the cache volume (empty: the stand-in compiles nothing), and neither container wrote to its own
+    # filesystem (everything went to the volumes).
     assert {v: after[v] for v in before} == before
     mine = {f"{RECIPE}/NOTES.md": b"notes\n", "mine/a.txt": b"mine\n"}
     assert {p: after["checkpoints"].get(p) for p in mine} == {p: hashlib.sha256(b).hexdigest() for p, b in mine.items()}
-    assert after["hf-cache"] == {}
+    assert after["hf-cache"] == {} and after["cache"] == {}
+    assert sorted(p.name for p in (tmp_path / "after" / "cache").iterdir()) == ["inductor", "triton", "vllm"]
     assert changed == {trainer: [], sidecar: []}, changed
     assert elapsed < TIMEOUT_S
