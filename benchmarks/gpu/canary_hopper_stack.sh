@@ -55,7 +55,8 @@ for name in "${runs[@]}"; do
     cp -a "$W/canary/models" "$W/canary/data" "$r/"
     rm -rf "$r/models/canary-grpo-lora-merged"
   fi
-  env=(MODELS_DIR="$r/models" DATA_DIR="$r/data" CKPT_DIR="$r/ckpt" LOG_DIR="$r/logs" REPORTS_DIR="$r/reports")
+  env=(MODELS_DIR="$r/models" DATA_DIR="$r/data" CKPT_DIR="$r/ckpt" LOG_DIR="$r/logs" REPORTS_DIR="$r/reports"
+       CACHE_DIR="$r/cache")
   case $name in
     canary) env+=(RLRECIPES_PHASE_LOG="$r/phases.jsonl") ;;
     frozen) env+=(RLRECIPES_FREEZE_ROLLOUT_ADAPTER=1) ;;

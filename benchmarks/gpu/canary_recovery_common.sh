@@ -11,7 +11,8 @@ export PATH="/root/bin:$PATH" PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERE
   VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false RLRECIPES_IN_IMAGE=1
 ulimit -n 65536 || true
 O=/root/w/out; mkdir -p "$O" "${W:?set W before sourcing}"
-export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports"
+export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports" \
+  CACHE_DIR="$W/cache"
 # shellcheck disable=SC2034  # PROFILE: read by the scripts that source this
 RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper
 CK="$CKPT_DIR/$RECIPE"; LG="$LOG_DIR/$RECIPE"
