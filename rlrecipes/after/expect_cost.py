@@ -8,25 +8,10 @@ import math
 import re
 
 from rlrecipes import reference
+from rlrecipes.reference import same_gpu
 from rlrecipes.after.verdict import COST, MET, MISSED, NOT_MEASURED, Check, RunFacts
-from rlrecipes.recipe.expect_schema import STEP_TIME, Figure, NotMeasured, ProfileExpect
-
-VALIDATION_TIME = "timing_s/testing"
-
-
-def steady_step_times(run) -> tuple[list[int], list[float]]:
-    """timing_s/step of the training steps in steady state: without the first timed step of each launch
-    (start-up: vLLM's graph capture, caches warming) and without the steps that also ran validation (verl
-    times its validation inside the step, `timing_s/testing`: its cost follows test_freq and the test set,
-    not the training)."""
-    firsts = set()
-    for launch in run.launches:
-        timed = sorted(s for s, m in launch.steps.items() if STEP_TIME in m)
-        if timed:
-            firsts.add(timed[0])
-    xs, ys = run.series(STEP_TIME)
-    kept = [(x, y) for x, y in zip(xs, ys) if x not in firsts and VALIDATION_TIME not in run.steps[x]]
-    return [x for x, _ in kept], [y for _, y in kept]
+from rlrecipes.recipe.expect_schema import Figure, NotMeasured, ProfileExpect
+from rlrecipes.verl.run_metrics import steady_step_times
 
 
 def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
@@ -49,13 +34,6 @@ def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
         how += (f", {found.value:g} s at {found.responses_per_step} x {found.max_response_length} tokens scaled to "
                 f"{responses} x {length}")
     return scaled, how
-
-
-def same_gpu(a: str, b: str) -> bool:
-    """One GPU model, however it is written ("NVIDIA H200", "H200", "nvidia h200")."""
-    def key(name: str) -> str:
-        return re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", ""))
-    return key(a) == key(b)
 
 
 def _measured_cost(kind: str, figure: Figure, run) -> tuple[float, str, str] | str:

@@ -12,6 +12,7 @@ from rlrecipes.errors import RecipeError
 
 if TYPE_CHECKING:
     from rlrecipes.plan.plan import Plan
+    from rlrecipes.reference import TimeEstimate
 
 
 def plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +80,7 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
                              f"{b.responses_per_gpu_per_mini_batch} responses/GPU/mini batch, micro "
                              f"{b.micro_batch_per_gpu} -> {b.gradient_accumulation} accumulation steps")
     table.add_row("schedule", f"{s.train_rows} train rows ({s.train_rows_source}) -> {s.describe()}; "
-                              f"validation every {s.test_freq} steps")
+                              f"validation every {s.test_freq} steps ({s.validations} in all)")
     saves = c.save_steps
     shown = ", ".join(map(str, saves[:8])) + (" ..." if len(saves) > 8 else "")
     table.add_row("checkpoints", f"every {c.save_freq} steps at [{shown}] into {c.dir}; keep last "
@@ -95,12 +96,9 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
         m = p.memory_measured
         parts = "; ".join(f"{what}: {got:g} GiB (estimate {est:g})" for what, got, est, _ in m.phases)
         table.add_row("GPU memory, measured", f"at {m.settings}: {parts}; {m.measured_on} (record: {m.source})")
-    time = p.time
-    if time:
-        total = f"{time.total_seconds / 3600:.1f} h for {s.total_steps} steps" if time.total_seconds else \
-            "total unknown (no step count)"
-        table.add_row("time (estimate)", f"~{time.seconds_per_step:.0f} s/step, {total} -- {time.covers}; "
-                                         f"from {time.measured_on} (record: {time.source})")
+    if p.time:
+        for label, text in time_rows(p.time, s.total_steps):
+            table.add_row(label, text)
     else:
         table.add_row("time (estimate)", "none: no throughput measured for this recipe's model on this profile")
     table.add_row("loggers", f"{p.loggers} -> {p.logs}")
@@ -120,6 +118,58 @@ def _print_plan(p: Plan, show_memory: bool) -> None:
 
     head, overrides = p.command[:3], p.command[3:]
     print(" \\\n    ".join([" ".join(head)] + [shell_word(o) for o in overrides]))
+
+
+def _duration(seconds: float, upper: float | None = None) -> str:
+    """'9.9 h', '5.5 min', or a range in the upper end's unit: '5.5-6.9 min'."""
+    top = seconds if upper is None else upper
+    unit, size = ("h", 3600) if top >= 3600 else ("min", 60)
+    return f"{seconds / size:.1f}{'' if upper is None else f'-{upper / size:.1f}'} {unit}"
+
+
+def time_rows(t: TimeEstimate, total_steps: int | None) -> list[tuple[str, str]]:
+    """The time range, where each figure comes from, and the recorded run's phases, as (label, text) rows."""
+    high, low, top = t.seconds_per_step, t.low_seconds_per_step, t.max_response_length
+    if low is not None and low < high:
+        per_step = (f"{low:.1f}-{high:.1f} s/step (responses at the recorded run's mean length, "
+                    f"{t.recorded_mean_length:.0f} tokens, .. at the maximum, {top})")
+    elif low is not None:
+        per_step = (f"~{high:.1f} s/step at the maximum length, {top} tokens (the recorded run's mean, "
+                    f"{t.recorded_mean_length:.0f}, is not shorter: no lower figure)")
+    else:
+        per_step = (f"~{high:.1f} s/step at the maximum length, {top} tokens (the recorded run's mean length "
+                    "is not recorded: no lower figure)")
+    parts = [per_step]
+    if t.validations:
+        parts.append(f"{t.validations} validation(s) x {t.validation_seconds:.1f} s" if t.validation_seconds
+                     is not None else f"{t.validations} validation(s): time not recorded")
+    if t.saves:
+        parts.append(f"{t.saves} checkpoint save(s) x {t.save_seconds:.2f} s" if t.save_seconds is not None
+                     else f"{t.saves} checkpoint save(s): time not recorded")
+    parts.append("start-up " + t.startup)
+    if t.high_total_seconds is None:
+        total = "total unknown (no step count)"
+    elif t.low_total_seconds is not None and t.low_total_seconds < t.high_total_seconds:
+        total = f"{_duration(t.low_total_seconds, t.high_total_seconds)} for {total_steps} steps"
+    else:
+        total = f"~{_duration(t.high_total_seconds)} for {total_steps} steps"
+    rows = [("time (estimate)", f"{total}: " + "; ".join(parts) + f" -- {t.covers}")]
+    where = (f"measured on this profile's GPU model ({t.gpu})" if t.same_gpu else
+             f"measured on {t.gpu}, not this profile's GPU ({t.profile_gpu}): not scaled to it, a run there "
+             "may take longer or shorter")
+    origin = f"{where}; " + (f"{t.scaled}" if t.scaled else "at the measured settings, not scaled")
+    if t.validation_seconds is not None or t.save_seconds is not None:
+        origin += "; validation and saves as the recorded run timed them, at its settings"
+    origin += f"; from {t.measured_on} (record: {t.source})"
+    rows.append(("time, measured", origin))
+    if t.phases or t.mfu:
+        shown = ", ".join(f"{name} {v['median_s']:.2f}" for name, v in t.phases.items())
+        mfu = ", ".join(f"{key.removeprefix('perf/mfu/')} {v['median']:.3f}" for key, v in t.mfu.items())
+        rows.append(("time, phases", f"median s as recorded, not scaled: {shown or 'none logged'}; MFU "
+                                     f"{mfu or 'not logged'} (record: {t.record})"))
+    else:
+        rows.append(("time, phases", t.record))
+    return rows
 
 
 def _size(gib: float, decimals: int = 2) -> str:

@@ -13,7 +13,7 @@ from rlrecipes.recipe.images import Image
 from rlrecipes.plan.memory import MemoryEstimate, estimate_memory
 from rlrecipes.plan.architectures import Architecture, architecture, lora_params, param_count
 from rlrecipes.recipe.load import ResolvedRun
-from rlrecipes.reference import MeasuredMemory, TimeEstimate, estimate_time, measured_memory
+from rlrecipes.reference import MeasuredMemory, TimeEstimate, estimate_time, measured_memory, validation_count
 from rlrecipes.verl import schema
 
 
@@ -127,6 +127,7 @@ class Schedule:
     test_freq: int
     steps_by_epochs: int | None = None  # steps_per_epoch x epochs
     total_training_steps: int | None = None  # trainer.total_training_steps, where set
+    validations: int = 0  # verl's validations in the run: val_before_train, every test_freq steps, the last step
 
     def describe(self) -> str:
         """'N steps/epoch x E epochs = T steps', saying what caps it (or that a cap is never reached)."""
@@ -234,6 +235,8 @@ def build_plan(run: ResolvedRun) -> Plan:
     one = sum(ckpt.values()) if ckpt else None
     kept = min(len(saves), int(keep)) if keep else len(saves)
     disk = (kept + 1) * one if one is not None and saves else None  # + one save in flight
+    test_freq = int(run.get("trainer.test_freq"))
+    validations = validation_count(total_steps or 0, test_freq, bool(run.get("trainer.val_before_train")))
     return Plan(
         recipe=run.name,
         profile=run.profile.name,
@@ -258,15 +261,16 @@ def build_plan(run: ResolvedRun) -> Plan:
         ),
         schedule=Schedule(train_rows=rows, train_rows_source=rows_source, epochs=epochs,
                           steps_per_epoch=steps_per_epoch, total_steps=total_steps,
-                          test_freq=run.get("trainer.test_freq"), steps_by_epochs=by_epochs,
-                          total_training_steps=cap),
+                          test_freq=test_freq, steps_by_epochs=by_epochs,
+                          total_training_steps=cap, validations=validations),
         checkpoints=Checkpoints(dir=str(run.ckpt_dir), save_freq=save_freq, save_steps=saves, keep_last=keep,
                                 resume_mode=run.get("trainer.resume_mode"), bytes_per_checkpoint=one,
                                 parts=ckpt, disk_needed_bytes=disk),
         memory=estimate_memory(run),
         time=estimate_time(run.name, run.profile.name, run.recipe.model.hub_id, run.get, n_gpus,
                            int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1), batch * n,
-                           int(run.get("data.max_response_length")), total_steps),
+                           int(run.get("data.max_response_length")), total_steps,
+                           profile_gpu=run.profile.gpu.name, validations=validations, saves=len(saves)),
         memory_measured=measured_memory(run.name, run.profile.name, run.get),
         loggers=run.variables["LOGGER"],
         logs=str(run.log_dir),

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rlrecipes.fsutil import atomic_write_text
-from rlrecipes.verl.run_metrics import RunMetrics, headline
+from rlrecipes.verl.run_metrics import RunMetrics, headline, phase_medians
 from rlrecipes.report.plots import PANELS
 
 
@@ -76,6 +76,15 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def phase_rows(phases: dict) -> list[list[str]]:
+    """Each phase's median seconds and each MFU's median (rlrecipes.verl.run_metrics.phase_medians), as rows."""
+    rows = [[name, f"`{v['metric']}`", f"{v['median_s']:.2f} s", str(v["steps"])]
+            for name, v in phases.get("phases", {}).items()]
+    rows += [[f"MFU, {key.removeprefix('perf/mfu/')}", f"`{key}`", f"{v['median']:.3f}", str(v["steps"])]
+             for key, v in phases.get("mfu", {}).items()]
+    return rows
+
+
 def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], title: str,
                  eval_rows: list[list[str]] | None = None, eval_header: list[str] | None = None,
                  fast_rows: list[list[str]] | None = None, fast_header: list[str] | None = None) -> dict:
@@ -86,6 +95,7 @@ def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], ti
         "sources": [f"{launch.path.name} ({launch.kind}, steps {launch.first_step}..{launch.last_step})"
                     for launch in run.launches],
         "headline": headline(run),
+        "phases": phase_medians(run),
         "eval_header": eval_header or [],
         "eval_rows": eval_rows or [],
         "fast_header": fast_header or [],
@@ -101,6 +111,12 @@ def render_markdown(report: dict) -> str:
     lines += [f"- `{source}`" for source in report["sources"]]
     lines += ["", "## Headline", ""]
     lines += _md_table(["", "value"], [list(r) for r in headline_rows(report["headline"])])
+    rows = phase_rows(report.get("phases", {}))
+    if rows:
+        left_out = ", ".join(map(str, report["phases"]["warmup_steps_left_out"]))
+        note = f", each launch's first timed step ({left_out}) left out where others logged it" if left_out else ""
+        lines += ["", "## Where a step's time goes", "", f"Median over the steps that logged each{note}.", ""]
+        lines += _md_table(["phase", "metric", "median", "steps"], rows)
     if report["eval_rows"]:
         lines += ["", "## Evaluation (lm-eval, exact_match)", ""]
         lines += _md_table(report["eval_header"], report["eval_rows"])

@@ -257,3 +257,68 @@ def headline(run: RunMetrics) -> dict:
     if throughput:
         out["throughput"] = sum(throughput) / len(throughput)
     return out
+
+
+# -- where a step's time goes ------------------------------------------------------------------------
+
+STEP_TIME = "timing_s/step"
+VALIDATION_TIME = "timing_s/testing"
+# verl's per-phase timers (trainer/ppo/ray_trainer.py, `marked_timer`), by the name plan and report show
+PHASE_TIMES: tuple[tuple[str, str], ...] = (
+    ("gen", "timing_s/gen"), ("old_log_prob", "timing_s/old_log_prob"), ("ref", "timing_s/ref"),
+    ("values", "timing_s/values"), ("update_critic", "timing_s/update_critic"),
+    ("update_actor", "timing_s/update_actor"), ("update_weights", "timing_s/update_weights"),
+    ("save", "timing_s/save_checkpoint"), ("validation", VALIDATION_TIME))
+MFU_PREFIX = "perf/mfu/"  # verl's model FLOPs utilisation per worker: perf/mfu/actor, perf/mfu/critic, ...
+
+
+def warmup_steps(run: RunMetrics) -> set[int]:
+    """The first timed step of each launch: start-up (vLLM's graph capture, caches warming) is in its time."""
+    firsts = set()
+    for launch in run.launches:
+        timed = sorted(s for s, m in launch.steps.items() if STEP_TIME in m)
+        if timed:
+            firsts.add(timed[0])
+    return firsts
+
+
+def steady_step_times(run: RunMetrics) -> tuple[list[int], list[float]]:
+    """timing_s/step of the training steps in steady state: without the first timed step of each launch
+    (start-up: vLLM's graph capture, caches warming) and without the steps that also ran validation (verl
+    times its validation inside the step, `timing_s/testing`: its cost follows test_freq and the test set,
+    not the training)."""
+    firsts = warmup_steps(run)
+    xs, ys = run.series(STEP_TIME)
+    kept = [(x, y) for x, y in zip(xs, ys) if x not in firsts and VALIDATION_TIME not in run.steps[x]]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)
+
+
+def phase_medians(run: RunMetrics) -> dict:
+    """Each phase's median seconds and each MFU's median over the steps that logged it, a launch's first timed
+    step left out where other steps logged the same key: {"phases": {name: {metric, median_s, steps}},
+    "mfu": {metric: {median, steps}}, "warmup_steps_left_out": [...]}. A phase or MFU the run never logged is
+    absent (never 0)."""
+    warm = warmup_steps(run)
+
+    def median_of(key: str) -> tuple[float, int] | None:
+        xs, ys = run.series(key)
+        kept = [y for x, y in zip(xs, ys) if x not in warm] or ys
+        return (_median(kept), len(kept)) if kept else None
+
+    phases = {}
+    for name, key in PHASE_TIMES:
+        found = median_of(key)
+        if found:
+            phases[name] = {"metric": key, "median_s": found[0], "steps": found[1]}
+    mfu = {}
+    for key in run.keys:
+        found = median_of(key) if key.startswith(MFU_PREFIX) else None
+        if found:
+            mfu[key] = {"median": found[0], "steps": found[1]}
+    return {"phases": phases, "mfu": mfu, "warmup_steps_left_out": sorted(warm)}

@@ -3,14 +3,18 @@ it was measured on; the figures live in rlrecipes/reference.py alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import statistics
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
 from rlrecipes.cli import main
 from rlrecipes.plan.plan import build_plan
 from rlrecipes.recipe.load import resolve
+from rlrecipes import reference
 from rlrecipes.reference import THROUGHPUTS, throughput_for
 
 GRPO = "qwen2.5-3b-gsm8k-grpo-lora"
@@ -84,9 +88,11 @@ def test_every_throughput_names_existing_profiles_and_its_record():
 
 def test_plan_cli_prints_the_estimate_and_its_origin(capsys):
     assert main(["plan", GRPO, "--profile", "h200-141gb"]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "time (estimate)" in out and "~1023 s/step, 9.9 h for 35 steps" in out
-    assert "(record: docs/bench/gpu-hopper-3b.md)" in out.replace("│ ", "")
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "time (estimate)" in out and "~9.9 h for 35 steps: ~1023.4 s/step at the maximum length" in out
+    assert "(record: docs/bench/gpu-hopper-3b.md)" in out
+    # the record's responses all ran to 1024 tokens (ignore_eos): no lower figure, and it says so
+    assert "the recorded run's mean, 1024, is not shorter: no lower figure" in out
     assert main(["plan", GRPO, "--profile", "h200-141gb", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["time"]["seconds_per_step"] == pytest.approx(63.96 * 16)
@@ -126,3 +132,139 @@ def test_plan_shows_the_measured_memory(capsys):
     assert json.loads(capsys.readouterr().out)["memory_measured"]["phases"][1][1] == 82.2
     assert main(["plan", GRPO, "--profile", "a100-80gb", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["memory_measured"] is None
+
+
+# -- the range: responses at the recorded run's mean length .. at the maximum; validation; what is not recorded --
+
+def recorded(path: str) -> dict:
+    """Straight from verl's metrics JSONL: {step: metrics}."""
+    steps: dict[int, dict] = {}
+    for line in (REPO / path).read_text().splitlines():
+        record = json.loads(line)
+        steps.setdefault(record["step"], {}).update(record["data"])
+    return steps
+
+
+REPO = Path(__file__).resolve().parents[2]
+CANARY = "canary-grpo-lora"
+
+
+def test_each_measured_step_time_is_its_recorded_runs_steady_steps():
+    # the figure typed in reference.py is the recorded run's timing_s/step: the steps with no validation,
+    # each launch's first left out (steady_step_times, which expect judges a run by)
+    for t in THROUGHPUTS:
+        if t.metrics and t.kind == "step_seconds":
+            steps = recorded(t.metrics)
+            steady = [m["timing_s/step"] for s, m in steps.items() if "timing_s/step" in m and s != min(
+                s for s, m in steps.items() if "timing_s/step" in m) and "timing_s/testing" not in m]
+            assert t.value == pytest.approx(sum(steady) / len(steady), rel=1e-3), t.key
+
+
+def test_canary_range_runs_from_the_recorded_mean_length_to_the_maximum():
+    time = plan_time("any-1gpu-hopper", recipe=CANARY)
+    steps = recorded(reference.CANARY_HOPPER_METRICS)
+    first = min(s for s, m in steps.items() if "timing_s/step" in m)
+    steady = [s for s, m in steps.items() if "timing_s/step" in m and s != first and "timing_s/testing" not in m]
+    mean = sum(steps[s]["response_length/mean"] for s in steady) / len(steady)
+    assert 40 < mean < 64 == time["max_response_length"]
+    assert time["recorded_mean_length"] == pytest.approx(mean)
+    # at the recorded mean the step is the measured one; at the maximum, scaled up by generated tokens
+    assert time["low_seconds_per_step"] == pytest.approx(5.13)
+    assert time["seconds_per_step"] == pytest.approx(5.13 * 64 / mean)
+    assert time["low_seconds_per_step"] < time["seconds_per_step"]
+    assert time["low_total_seconds"] < time["high_total_seconds"]
+    # validation and saves as recorded: the median of timing_s/testing and timing_s/save_checkpoint
+    val = statistics.median(m["timing_s/testing"] for m in steps.values() if "timing_s/testing" in m)
+    save = statistics.median(m["timing_s/save_checkpoint"] for m in steps.values() if "timing_s/save_checkpoint" in m)
+    assert time["validation_seconds"] == pytest.approx(val) and time["save_seconds"] == pytest.approx(save)
+    assert time["validations"] == 7 and time["saves"] == 2  # 60 steps: before training + every 10th; 30 and 60
+    assert time["high_total_seconds"] == pytest.approx(60 * time["seconds_per_step"] + 7 * val + 2 * save)
+    assert time["low_total_seconds"] == pytest.approx(60 * 5.13 + 7 * val + 2 * save)
+    assert time["startup"].startswith("not recorded")
+    # measured on an H200; the profile is any sm_90+ GPU: said, not hidden
+    assert time["gpu"] == "NVIDIA H200" and time["same_gpu"] is False
+    # phases and MFU: medians over the recorded steps (step 1, start-up, left out), each naming its file
+    gen = statistics.median(m["timing_s/gen"] for s, m in steps.items() if "timing_s/gen" in m and s != first)
+    assert time["phases"]["gen"]["median_s"] == pytest.approx(gen)
+    assert time["phases"]["gen"]["source"] == reference.CANARY_HOPPER_METRICS
+    mfu = statistics.median(m["perf/mfu/actor"] for s, m in steps.items() if "perf/mfu/actor" in m and s != first)
+    assert time["mfu"]["perf/mfu/actor"]["median"] == pytest.approx(mfu)
+
+
+def test_plan_cli_prints_the_range_and_which_gpu_it_was_measured_on(capsys):
+    assert main(["plan", CANARY, "--profile", "any-1gpu-hopper"]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "5.5-6.9 min for 60 steps: 5.1-6.6 s/step" in out
+    assert "7 validation(s) x 2.8 s" in out and "start-up not recorded" in out
+    assert "measured on NVIDIA H200, not this profile's GPU (any NVIDIA GPU (sm_90+))" in out
+    assert main(["plan", GRPO, "--profile", "h200-141gb"]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "measured on this profile's GPU model (NVIDIA H200)" in out
+    assert "8 validation(s): time not recorded" in out  # the 3B record has no validation
+    assert "update_actor 26.39" in out and "MFU actor 0.283" in out
+
+
+@pytest.mark.parametrize(("steps", "test_freq", "before", "count"), [
+    (60, 10, True, 7),    # before training, then 10, 20, ..., 60
+    (35, 5, True, 8),
+    (7, 5, False, 2),     # step 5 and the last step, 7
+    (10, 0, True, 1),     # test_freq 0: only the one before training
+    (10, -1, False, 0),
+])
+def test_validation_count_follows_verl(steps, test_freq, before, count):
+    assert reference.validation_count(steps, test_freq, before) == count
+
+
+def test_plan_counts_validations_from_the_run_config():
+    run = resolve(CANARY, profile="any-1gpu-hopper", overrides=["trainer.val_before_train=false",
+                                                                 "trainer.total_training_steps=25"])
+    plan = build_plan(run)
+    assert plan.schedule.validations == 3 and plan.time.validations == 3  # 10, 20 and the last, 25
+
+
+def test_a_record_without_a_machine_readable_run_says_not_recorded(capsys):
+    time = plan_time("a100-80gb")
+    assert time["low_seconds_per_step"] is None and time["recorded_mean_length"] is None
+    assert time["validation_seconds"] is None and time["phases"] == {} and time["mfu"] == {}
+    assert time["record"].startswith("not recorded: no machine-readable record")
+    assert time["low_total_seconds"] is None and time["high_total_seconds"] == pytest.approx(206.0 * 35)
+    assert main(["plan", GRPO, "--profile", "a100-80gb"]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "mean length is not recorded: no lower figure" in out and "time not recorded" in out
+
+
+def test_a_record_whose_file_is_missing_says_so():
+    t = dataclasses.replace(THROUGHPUTS[1], metrics="docs/bench/gpu-data/no-such-run/metrics.jsonl")
+    assert reference.recorded_run(t) == ("not recorded: docs/bench/gpu-data/no-such-run/metrics.jsonl is not in "
+                                         "this install (a checkout of the repository has it)")
+
+
+def test_a_fixture_record_gives_the_range_from_its_own_metrics(tmp_path, monkeypatch):
+    # four steps: step 1 (start-up) slow and long, step 3 validates; steady steps 2 and 4 generated 100 and 300
+    lines = [{"step": 1, "data": {"timing_s/step": 99.0, "timing_s/gen": 50.0, "response_length/mean": 1000.0}},
+             {"step": 2, "data": {"timing_s/step": 10.0, "timing_s/gen": 4.0, "response_length/mean": 100.0,
+                                  "perf/mfu/actor": 0.2}},
+             {"step": 3, "data": {"timing_s/step": 30.0, "timing_s/gen": 5.0, "timing_s/testing": 20.0,
+                                  "response_length/mean": 200.0, "perf/mfu/actor": 0.4}},
+             {"step": 4, "data": {"timing_s/step": 10.0, "timing_s/gen": 6.0, "response_length/mean": 300.0,
+                                  "perf/mfu/actor": 0.3}}]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
+    t = dataclasses.replace(THROUGHPUTS[1], value=10.0, responses_per_step=10, max_response_length=400,
+                            metrics="m.jsonl")
+    monkeypatch.setattr(reference, "THROUGHPUTS", (t,))
+    fused = {"actor_rollout_ref.model.use_fused_kernels": True}.get
+    time = reference.estimate_time(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused, 1, 1, 20, 400, 5,
+                                   profile_gpu="NVIDIA H100 80GB HBM3", validations=2, saves=1)
+    # measured: 10 s for 10 responses of 200 tokens on average; this run: 20 responses of up to 400
+    assert time.recorded_mean_length == 200.0
+    assert time.seconds_per_step == pytest.approx(10.0 * 20 * 400 / (10 * 200))
+    assert time.low_seconds_per_step == pytest.approx(20.0) and 20.0 < time.seconds_per_step
+    assert time.validation_seconds == 20.0 and time.save_seconds is None
+    assert time.high_total_seconds == pytest.approx(5 * 40.0 + 2 * 20.0)  # the save's time is not recorded
+    assert time.low_total_seconds == pytest.approx(5 * 20.0 + 2 * 20.0)
+    assert time.phases["gen"]["median_s"] == 5.0 and time.mfu["perf/mfu/actor"]["median"] == 0.3
+    assert time.same_gpu is False and time.gpu == "NVIDIA H200"
+    # a run whose maximum is below the recorded mean gets no lower figure than its maximum's
+    short = reference.estimate_time(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused, 1, 1, 20, 100, 5)
+    assert short.low_seconds_per_step == pytest.approx(short.seconds_per_step)

@@ -490,3 +490,38 @@ def test_report_names_the_reference_curve(tmp_path):
     assert "Reference curve" in (tmp_path / "with" / "report.md").read_text()
     assert main(["report", "--log", str(log), "--out", str(tmp_path / "without")]) == 0  # no recipe: no curve
     assert "reference_curve" not in json.loads((tmp_path / "without" / "summary.json").read_text())["headline"]
+
+
+def test_phase_table_of_a_recorded_run(tmp_path):
+    """The report's per-phase medians and MFU come from the run's own metrics: verl's JSONL of the 3B recipe on
+    an H200 (steps 1 and 2; step 1, start-up, left out) and of the canary (60 steps)."""
+    repo = Path(__file__).resolve().parents[2]
+    log = repo / "docs/bench/gpu-data/hopper-3b-64/variant/metrics.jsonl"
+    step2 = next(json.loads(line)["data"] for line in log.read_text().splitlines() if json.loads(line)["step"] == 2)
+    out = tmp_path / "r"
+    assert main(["report", "--log", str(log), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    phases = summary["phases"]
+    assert phases["warmup_steps_left_out"] == [1]
+    assert {name: v["median_s"] for name, v in phases["phases"].items()} == {
+        name: step2[f"timing_s/{key}"] for name, key in (("gen", "gen"), ("old_log_prob", "old_log_prob"),
+                                                         ("ref", "ref"), ("update_actor", "update_actor"),
+                                                         ("update_weights", "update_weights"))}
+    assert phases["mfu"] == {"perf/mfu/actor": {"median": step2["perf/mfu/actor"], "steps": 1}}
+    md = (out / "report.md").read_text()
+    assert f"| update_actor | `timing_s/update_actor` | {step2['timing_s/update_actor']:.2f} s | 1 |" in md
+    assert "| MFU, actor | `perf/mfu/actor` | 0.283 | 1 |" in md
+    assert "update_actor</td>" in (out / "report.html").read_text()
+    canary = repo / "docs/bench/gpu-data/canary-hopper/canary/logs/canary-grpo-lora"
+    assert main(["report", str(canary), "--out", str(tmp_path / "c")]) == 0
+    md = (tmp_path / "c" / "report.md").read_text()
+    # validation and checkpoint saves: timed in the 6 validation steps and the 2 save steps only
+    assert "| validation | `timing_s/testing` | 2.80 s | 6 |" in md and "| save | `timing_s/save_checkpoint` |" in md
+
+
+def test_a_run_that_logged_no_phase_has_no_phase_table(tmp_path):
+    log = tmp_path / "metrics-1.jsonl"
+    log.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}) + "\n")
+    assert main(["report", "--log", str(log), "--out", str(tmp_path / "r")]) == 0
+    assert "Where a step's time goes" not in (tmp_path / "r" / "report.md").read_text()
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["phases"]["phases"] == {}
