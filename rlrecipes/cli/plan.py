@@ -166,7 +166,8 @@ def time_rows(t: TimeEstimate, total_steps: int | None) -> list[tuple[str, str]]
         shown = ", ".join(f"{name} {v['median_s']:.2f}" for name, v in t.phases.items())
         mfu = ", ".join(f"{key.removeprefix('perf/mfu/')} {v['median']:.3f}" for key, v in t.mfu.items())
         rows.append(("time, phases", f"median s as recorded, not scaled: {shown or 'none logged'}; MFU "
-                                     f"{mfu or 'not logged'} (record: {t.record})"))
+                                     f"{mfu or 'not logged'} (the recorded run's metrics file: `plan --json`, "
+                                     "time.record)"))
     else:
         rows.append(("time, phases", t.record))
     return rows

@@ -109,8 +109,11 @@ CANARY, FROZEN = hopper_record("canary"), hopper_record("frozen-20")
 def test_the_hopper_contract_is_the_record():
     """The any-1gpu-hopper figures of canary-grpo-lora: s/step is the canary's steady mean, the memory the
     uninstrumented control's peak (the canary's own is lowered by the per-phase probe's resets)."""
+    from rlrecipes import reference
+
     hopper = load_recipe("canary-grpo-lora").expect.profiles["any-1gpu-hopper"]
-    assert hopper.seconds_per_step.value == round(CANARY["steady"], 2)
+    record = reference.record(hopper.seconds_per_step.ref)  # the contract refers to the record, as plan does
+    assert record.value == round(CANARY["steady"], 2) and record.metrics == hopper.seconds_per_step.source
     assert hopper.peak_memory_gib.value == round(FROZEN["peak"], 2)
     assert CANARY["peak"] < FROZEN["peak"]  # why the memory figure is not the canary's own
     assert "canary-hopper/canary/" in hopper.seconds_per_step.source
