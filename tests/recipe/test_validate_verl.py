@@ -67,7 +67,8 @@ CASES = {
     # ... and their values: verl's registries (rlrecipes.verl.check._check_algorithm_names) and verl's ActorConfig
     "adv_value_hopper": ("canary-rloo", ["algorithm.adv_estimator=rlooo"], "any-1gpu-hopper"),
     "adv_value_vllm": ("canary-reinforce-pp", ["algorithm.adv_estimator=reinforce_plus_plus_baselin"], "any-1gpu-vllm"),
-    "loss_mode_value_hopper": ("canary-gspo", ["actor_rollout_ref.actor.policy_loss.loss_mode=gspoo"], "any-1gpu-hopper"),
+    "loss_mode_value_hopper": ("canary-gspo", ["actor_rollout_ref.actor.policy_loss.loss_mode=gspoo"],
+                               "any-1gpu-hopper"),
     "loss_mode_value_p40": ("canary-grpo-lora", ["actor_rollout_ref.actor.policy_loss.loss_mode=gspo"], "any-1gpu"),
     "agg_value_hopper": ("canary-dr-grpo", ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-nrom"],
                          "any-1gpu-hopper"),
@@ -298,7 +299,8 @@ def test_algorithm_canaries_compose_their_keys_in_verl(models_dir):
     gspo, dapo, dr = validate_runs(runs)
     assert [r.verl for r in (gspo, dapo, dr)] == ["0.9.1"] * 3 and gspo.ok and dapo.ok and dr.ok
     actor = gspo.config["actor_rollout_ref"]["actor"]
-    assert (actor["policy_loss"]["loss_mode"], actor["clip_ratio_low"], actor["clip_ratio_high"]) == ("gspo", 3e-4, 4e-4)
+    assert (actor["policy_loss"]["loss_mode"], actor["clip_ratio_low"], actor["clip_ratio_high"]) == (
+        "gspo", 3e-4, 4e-4)
     # where verl 0.9.1's DAPORewardManager reads its settings (experimental/reward_loop/reward_manager/dapo.py:33-35)
     assert dapo.config["reward"]["reward_manager"]["name"] == "dapo"
     assert dapo.config["reward"]["reward_kwargs"] == {
