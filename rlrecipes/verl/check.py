@@ -8,7 +8,9 @@ Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any 
 2. the version's own validation: 0.8.x `verl.utils.config.validate_config` (+ the rollout registry that
    the worker consults); 0.5.0 `RayPPOTrainer._validate_config` plus the mini/micro batch checks that
    0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py): OUR COPY, with their arithmetic and
-   messages, held equal to verl's by tests/verl_layer/test_verl_worker_checks.py. Everything else is verl's own code.
+   messages, held equal to verl's by tests/verl_layer/test_verl_worker_checks.py. Everything else is verl's own code;
+3. the algorithm's names looked up in verl's own registries, as the trainer and the actor look them up at the
+   first step (`_check_algorithm_names`): verl's config takes any string for them.
 This module imports only the stdlib (and the stdlib-only specs.py and schema.py) at top level: it is loaded by a
 foreign interpreter.
 """
@@ -233,6 +235,21 @@ def _vllm_rollout_utils_without_vllm():
 _DEFAULTS = None
 
 
+def _check_algorithm_names(cfg) -> None:
+    """The advantage estimator and the policy loss by name, looked up with verl's own getters: verl's config is a
+    string for both, so `algorithm.adv_estimator=rlooo` composes and validates and fails only when the first
+    step computes its advantages (ray_trainer.compute_advantage -> core_algos.get_adv_estimator_fn), and an
+    unknown `policy_loss.loss_mode` when the actor first computes its loss (0.8+: workers/utils/losses.py,
+    0.5.0: workers/actor/dp_actor.py -> core_algos.get_policy_loss_fn). Both getters raise ValueError naming what
+    this verl has. "vanilla" is verl's default loss; 0.5.0 computes it in dp_actor without the registry."""
+    from verl.trainer.ppo import core_algos
+
+    core_algos.get_adv_estimator_fn(cfg.algorithm.adv_estimator)
+    loss_mode = cfg.actor_rollout_ref.actor.policy_loss.get("loss_mode", "vanilla")
+    if loss_mode != "vanilla":
+        core_algos.get_policy_loss_fn(loss_mode)
+
+
 def _type_mismatch(cfg, overrides: list[str]) -> dict | None:
     """verl's YAML tree is untyped, so Hydra accepts `data.train_batch_size=abc` and verl later fails
     with an unrelated TypeError. Compare each overridden value with the type of verl's default."""
@@ -285,6 +302,7 @@ def check(overrides: list[str]) -> dict:
     try:
         with contextlib.redirect_stdout(captured):
             use_critic, use_ref = VALIDATORS[spec_for(version).validator](cfg)
+            _check_algorithm_names(cfg)
     except Exception as exc:  # noqa: BLE001 -- verl validates with asserts and ValueErrors alike
         return {"ok": False, "kind": "validation", "key": None, "message": _describe(exc),
                 "detail": captured.getvalue(), "suggestions": []}

@@ -18,8 +18,8 @@ from rlrecipes.recipe.load import list_profiles, list_recipes, load_recipe, reso
 from support.require import linter
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ["canary-grpo-lora", "canary-ppo", "qwen2.5-0.5b-gsm8k-ppo", "qwen2.5-3b-gsm8k-grpo-lora", "smoke-grpo-lora",
-           "smoke-ppo"]
+SHIPPED = ["canary-dapo", "canary-dr-grpo", "canary-grpo-lora", "canary-gspo", "canary-ppo", "canary-reinforce-pp",
+           "canary-rloo", "qwen2.5-0.5b-gsm8k-ppo", "qwen2.5-3b-gsm8k-grpo-lora", "smoke-grpo-lora", "smoke-ppo"]
 ENV = {"WANDB_API_KEY": ""}
 
 
@@ -440,3 +440,54 @@ def test_get_reads_what_verl_will_see():
     assert get("trainer.e", "D") == "" and get("trainer.e", "D", kind=str) == "D"
     assert get("data.max_prompt_length", kind=str) == "256"
     assert get("no_such.key", "D") == "D" and get("no_such.key") is None
+
+
+# What each algorithm canary changes from canary-grpo-lora, on a profile both list: everything else is the same run.
+ALGORITHM_CANARIES = {
+    "canary-rloo": {"algorithm.adv_estimator": "rloo"},
+    "canary-reinforce-pp": {"algorithm.adv_estimator": "reinforce_plus_plus_baseline"},
+    "canary-dr-grpo": {"algorithm.norm_adv_by_std_in_grpo": False,
+                       "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-sum-norm"},
+    "canary-gspo": {"actor_rollout_ref.actor.policy_loss.loss_mode": "gspo",
+                    "actor_rollout_ref.actor.clip_ratio_low": 3.0e-4, "actor_rollout_ref.actor.clip_ratio_high": 4.0e-4,
+                    "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-mean",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size": 16},
+    "canary-dapo": {"actor_rollout_ref.actor.clip_ratio_low": 0.2, "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+                    "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size": 16,
+                    "actor_rollout_ref.actor.use_kl_loss": False, "actor_rollout_ref.actor.kl_loss_coef": None,
+                    "actor_rollout_ref.actor.kl_loss_type": None,
+                    "reward.reward_manager.name": "dapo", "data.max_response_length": 80,
+                    "reward.reward_kwargs": {"max_resp_len": 80, "overlong_buffer_cfg": {
+                        "enable": True, "len": 16, "penalty_factor": 1.0, "log": False}}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHM_CANARIES))
+def test_algorithm_canaries_change_only_their_algorithm_keys(name):
+    base = resolve("canary-grpo-lora", profile="any-1gpu-hopper", env=ENV)
+    run = resolve(name, profile="any-1gpu-hopper", env=ENV)
+
+    def flat(r):
+        return {ov.bare_key(k): v for k, v in r.overrides.items()
+                if k not in ("trainer.experiment_name", "trainer.default_local_dir")}
+
+    mine, grpo = flat(run), flat(base)
+    changed = {k: mine.get(k) for k in sorted(set(mine) | set(grpo)) if mine.get(k) != grpo.get(k)}
+    assert changed == ALGORITHM_CANARIES[name]
+    assert run.get("trainer.experiment_name") == name and run.get("trainer.default_local_dir").endswith(name)
+    # the same model, data and assets, and contracts that ask for learning without a measured figure
+    recipe, grpo_recipe = load_recipe(name), load_recipe("canary-grpo-lora")
+    assert (recipe.model, recipe.dataset, recipe.assets) == (grpo_recipe.model, grpo_recipe.dataset, grpo_recipe.assets)
+    assert set(recipe.profiles) <= set(grpo_recipe.profiles)
+    assert all(type(entry).__name__ == "NotMeasured" for entry in recipe.expect.profiles.values())
+    assert recipe.expect.accuracy.gain_min > 0 and recipe.expect.reward.rise_min > 0
+
+
+def test_algorithms_missing_from_a_verl_are_not_listed_on_its_profiles():
+    """verl 0.5.0 (the P40 image, profile any-1gpu) has no gspo loss and no reward loop (the dapo manager's
+    reward.* keys): those canaries leave its profile out; the estimator-only ones run everywhere GRPO does."""
+    for name in ("canary-gspo", "canary-dapo"):
+        assert "any-1gpu" not in load_recipe(name).profiles
+    for name in ("canary-rloo", "canary-reinforce-pp", "canary-dr-grpo"):
+        assert load_recipe(name).profiles == load_recipe("canary-grpo-lora").profiles

@@ -59,6 +59,27 @@ CASES = {
     "lora1024_h200": ("qwen2.5-3b-gsm8k-grpo-lora", ["actor_rollout_ref.model.lora_rank=1024"], "h200-141gb"),
     "hf_hopper": ("smoke-grpo-lora", ["actor_rollout_ref.rollout.name=hf"], "any-1gpu-hopper"),
     "misspelled_hopper": ("smoke-ppo", ["critic.ppo_micro_batchsize_per_gpu=2"], "any-1gpu-hopper"),
+    # the algorithm canaries' keys, misspelled: unknown keys (Hydra) ...
+    "adv_key_p40": ("canary-rloo", ["algorithm.adv_estimater=rloo"]),
+    "norm_key_hopper": ("canary-dr-grpo", ["algorithm.norm_adv_by_std_in_grp=false"], "any-1gpu-hopper"),
+    "loss_mode_key_hopper": ("canary-gspo", ["actor_rollout_ref.actor.policy_loss.loss_mod=gspo"], "any-1gpu-hopper"),
+    "clip_key_vllm": ("canary-dapo", ["actor_rollout_ref.actor.clip_ratio_hihg=0.28"], "any-1gpu-vllm"),
+    # ... and their values: verl's registries (rlrecipes.verl.check._check_algorithm_names) and verl's ActorConfig
+    "adv_value_hopper": ("canary-rloo", ["algorithm.adv_estimator=rlooo"], "any-1gpu-hopper"),
+    "adv_value_vllm": ("canary-reinforce-pp", ["algorithm.adv_estimator=reinforce_plus_plus_baselin"], "any-1gpu-vllm"),
+    "loss_mode_value_hopper": ("canary-gspo", ["actor_rollout_ref.actor.policy_loss.loss_mode=gspoo"],
+                               "any-1gpu-hopper"),
+    "loss_mode_value_p40": ("canary-grpo-lora", ["actor_rollout_ref.actor.policy_loss.loss_mode=gspo"], "any-1gpu"),
+    "agg_value_hopper": ("canary-dr-grpo", ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-nrom"],
+                         "any-1gpu-hopper"),
+    # the flagship family: one key turns the 3B GRPO recipe into another algorithm (README, "Other algorithms")
+    "flagship_rloo": ("qwen2.5-3b-gsm8k-grpo-lora", ["algorithm.adv_estimator=rloo"]),
+    "flagship_rloo_h200": ("qwen2.5-3b-gsm8k-grpo-lora", ["algorithm.adv_estimator=rloo"], "h200-141gb"),
+    "flagship_gspo_h200": ("qwen2.5-3b-gsm8k-grpo-lora", ["actor_rollout_ref.actor.policy_loss.loss_mode=gspo"],
+                           "h200-141gb"),
+    "flagship_typo": ("qwen2.5-3b-gsm8k-grpo-lora", ["algorithm.adv_estimator=rlooo"]),
+    "flagship_loss_typo_h200": ("qwen2.5-3b-gsm8k-grpo-lora", ["actor_rollout_ref.actor.policy_loss.loss_mode=gpso"],
+                                "h200-141gb"),
 }
 
 
@@ -224,3 +245,66 @@ def test_hopper_profile_composes_the_091_config(models_dir):
     assert (rollout["name"], rollout["mode"], rollout["gpu_memory_utilization"]) == ("vllm", "async", 0.6)
     assert result.config["trainer"]["logger"] == ["console", "file"]
     assert result.config["trainer"]["n_gpus_per_node"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "suggestion"),
+    [
+        ("adv_key_p40", "algorithm.adv_estimater", "algorithm.adv_estimator"),
+        ("norm_key_hopper", "algorithm.norm_adv_by_std_in_grp", "algorithm.norm_adv_by_std_in_grpo"),
+        ("loss_mode_key_hopper", "actor_rollout_ref.actor.policy_loss.loss_mod",
+         "actor_rollout_ref.actor.policy_loss.loss_mode"),
+        ("clip_key_vllm", "actor_rollout_ref.actor.clip_ratio_hihg", "actor_rollout_ref.actor.clip_ratio_high"),
+    ],
+)
+def test_misspelled_algorithm_keys_are_refused_with_the_real_name(case, name, key, suggestion):
+    result = case[name]
+    assert not result.ok and result.kind == "unknown_key" and result.key == key
+    assert suggestion in result.suggestions
+
+
+@pytest.mark.parametrize(
+    ("name", "verl", "message"),
+    [
+        ("adv_value_hopper", "0.9.1", "ValueError: Unknown advantage estimator simply: rlooo"),
+        ("adv_value_vllm", "0.8.0", "ValueError: Unknown advantage estimator simply: reinforce_plus_plus_baselin"),
+        ("loss_mode_value_hopper", "0.9.1", "ValueError: Unsupported loss mode: gspoo."),
+        # verl 0.5.0 has no gspo loss: why canary-gspo leaves the P40 profile out
+        ("loss_mode_value_p40", "0.5.0", "ValueError: Unsupported loss mode: gspo."),
+        ("agg_value_hopper", "0.9.1", "Invalid loss_agg_mode: seq-mean-token-sum-nrom"),
+        ("flagship_typo", "0.8.0", "ValueError: Unknown advantage estimator simply: rlooo"),
+        ("flagship_loss_typo_h200", "0.9.1", "ValueError: Unsupported loss mode: gpso."),
+    ],
+)
+def test_misspelled_algorithm_values_are_refused_before_a_launch(case, name, verl, message):
+    """verl's config takes any string for the estimator and the loss; verl itself would fail only at the first
+    training step. validate looks them up in verl's own registries (and verl's ActorConfig checks the loss
+    aggregation)."""
+    result = case[name]
+    assert result.verl == verl and not result.ok and result.kind == "validation"
+    assert message in result.message
+
+
+def test_flagship_recipe_takes_another_algorithm_by_one_key(case):
+    for name, verl in (("flagship_rloo", "0.8.0"), ("flagship_rloo_h200", "0.9.1"), ("flagship_gspo_h200", "0.9.1")):
+        result = case[name]
+        assert result.ok and result.verl == verl, result.describe()
+    assert case["flagship_rloo"].config["algorithm"]["adv_estimator"] == "rloo"
+    assert case["flagship_gspo_h200"].config["actor_rollout_ref"]["actor"]["policy_loss"]["loss_mode"] == "gspo"
+
+
+def test_algorithm_canaries_compose_their_keys_in_verl(models_dir):
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    runs = [resolve(n, profile="any-1gpu-hopper", env=env) for n in ("canary-gspo", "canary-dapo", "canary-dr-grpo")]
+    gspo, dapo, dr = validate_runs(runs)
+    assert [r.verl for r in (gspo, dapo, dr)] == ["0.9.1"] * 3 and gspo.ok and dapo.ok and dr.ok
+    actor = gspo.config["actor_rollout_ref"]["actor"]
+    assert (actor["policy_loss"]["loss_mode"], actor["clip_ratio_low"], actor["clip_ratio_high"]) == (
+        "gspo", 3e-4, 4e-4)
+    # where verl 0.9.1's DAPORewardManager reads its settings (experimental/reward_loop/reward_manager/dapo.py:33-35)
+    assert dapo.config["reward"]["reward_manager"]["name"] == "dapo"
+    assert dapo.config["reward"]["reward_kwargs"] == {
+        "max_resp_len": 80, "overlong_buffer_cfg": {"enable": True, "len": 16, "penalty_factor": 1.0, "log": False}}
+    assert dapo.config["reward"]["reward_kwargs"]["max_resp_len"] == dapo.config["data"]["max_response_length"]
+    assert dr.config["algorithm"]["norm_adv_by_std_in_grpo"] is False
+    assert dr.config["actor_rollout_ref"]["actor"]["loss_agg_mode"] == "seq-mean-token-sum-norm"

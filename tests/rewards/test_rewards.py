@@ -467,3 +467,69 @@ def test_score_cli_bad_input_exit_2(tmp_path, capsys, content, argv, message):
     path.write_text(content)
     assert main(["score", str(path), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+# canary-dapo: verl's DAPO reward manager (the reward loop's, 0.8.0 and 0.9.1) calls this project's scorer with the
+# recipe's own reward.reward_kwargs, keeps the score as `acc` and adds the overlong penalty on top.
+DAPO_MANAGER_CODE = r"""
+import json, sys
+import numpy as np, torch
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+from verl import DataProto
+from verl.trainer.ppo.reward import get_custom_reward_fn
+from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+scorer, kwargs, manager_name = sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+fn_cfg = {"path": scorer, "name": "compute_score"}
+cfg = OmegaConf.create({"custom_reward_function": fn_cfg, "reward": {"custom_reward_function": fn_cfg,
+                                                                       "reward_kwargs": kwargs}})
+manager = get_reward_manager_cls(manager_name)(config=cfg, tokenizer=tok, compute_score=get_custom_reward_fn(cfg))
+prompt = tok("What is 48 + 24?", add_special_tokens=False)["input_ids"]
+out = []
+for response in json.loads(sys.argv[5]):
+    ids = tok(response, add_special_tokens=False)["input_ids"]
+    data = DataProto.from_dict(
+        tensors={"prompts": torch.tensor([prompt]), "responses": torch.tensor([ids]),
+                 "attention_mask": torch.ones(1, len(prompt) + len(ids), dtype=torch.long)},
+        non_tensors={"data_source": np.array(["openai/gsm8k"], dtype=object),
+                     "reward_model": np.array([{"ground_truth": "72", "style": "rule"}], dtype=object),
+                     "extra_info": np.array([{"index": 0, "split": "train"}], dtype=object)})
+    result = manager.loop.run_until_complete(manager.run_single(data))
+    out.append({"tokens": len(ids), "reward": float(result["reward_score"]),
+                "acc": float(result["reward_extra_info"]["acc"])})
+print("RESULT" + json.dumps({"class": type(manager).__name__, "results": out}))
+"""
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("version", ["0.8.0", "0.9.1"])
+def test_verl_dapo_reward_manager_punishes_overlong_answers_with_the_canary_settings(run_in_verl, tmp_path, version):
+    from rlrecipes.recipe.load import resolve
+    from support.tinytok import build_tokenizer
+
+    run = resolve("canary-dapo", profile="any-1gpu-vllm" if version == "0.8.0" else "any-1gpu-hopper",
+                  env={"WANDB_API_KEY": ""})
+    kwargs = run.get("reward.reward_kwargs")
+    buffer = kwargs["overlong_buffer_cfg"]
+    short, wrong = "48 + 24 = 72\n#### 72", "48 + 24 = 71\n#### 71"
+    long = " ".join(["48 + 24 = 72."] * 12) + "\n#### 72"  # 65-80 tokens: inside the buffer
+    tok_dir = build_tokenizer(tmp_path / "tok", corpus=[short, wrong, long])
+    script = tmp_path / "dapo.py"
+    script.write_text(DAPO_MANAGER_CODE)
+    argv = [str(tok_dir), str(SCORER), json.dumps(kwargs), run.get("reward.reward_manager.name"),
+            json.dumps([short, wrong, long])]
+    proc = run_in_verl(version, f"import runpy, sys; sys.argv = ['dapo.py'] + {argv!r}; "
+                                f"runpy.run_path({str(script)!r}, run_name='__main__')", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert result["class"] == "DAPORewardManager"
+    (s, w, lo) = result["results"]
+    expected_len = kwargs["max_resp_len"] - buffer["len"]  # 64: canary-grpo-lora's cap goes unpunished
+    assert s["tokens"] <= expected_len and (s["reward"], s["acc"]) == (1.0, 1.0)
+    assert w["tokens"] <= expected_len and (w["reward"], w["acc"]) == (0.0, 0.0)
+    # a right answer past the buffer's start: acc stays 1, the reward falls linearly with the excess
+    assert expected_len < lo["tokens"] <= kwargs["max_resp_len"] and lo["acc"] == 1.0, lo
+    penalty = min(-(lo["tokens"] - expected_len) / buffer["len"] * buffer["penalty_factor"], 0)
+    assert penalty < 0 and lo["reward"] == pytest.approx(1.0 + penalty)
