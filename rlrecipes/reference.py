@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from rlrecipes.paths import repo_root
 
 
 @dataclass(frozen=True)
@@ -294,121 +293,6 @@ def same_gpu(a: str, b: str) -> bool:
     def key(name: str) -> str:
         return re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", ""))
     return key(a) == key(b)
-
-
-@dataclass(frozen=True)
-class RecordedRun:
-    """What a figure's recorded run says beside the figure (rlrecipes.verl.run_metrics reads it)."""
-
-    source: str                          # the metrics file, relative to the repository
-    mean_response_length: float | None   # response_length/mean over the steady steps the figure is from
-    phases: dict = field(default_factory=dict)  # phase -> {metric, median_s, steps, source}
-    mfu: dict = field(default_factory=dict)     # perf/mfu/* -> {median, steps, source}
-
-
-def recorded_run(t: Throughput) -> RecordedRun | str:
-    """The figure's recorded run, or why there is none."""
-    if not t.metrics:
-        return f"not recorded: no machine-readable record of the measured run (only {t.source})"
-    path = repo_root() / t.metrics
-    if not path.is_file():
-        return f"not recorded: {t.metrics} is not in this install (a checkout of the repository has it)"
-    from rlrecipes.verl.run_metrics import load_run, phase_medians, steady_step_times
-
-    run = load_run(logs=[path])
-    steady, _ = steady_step_times(run)
-    lengths = [run.steps[x]["response_length/mean"] for x in steady if "response_length/mean" in run.steps[x]]
-    medians = phase_medians(run)
-    return RecordedRun(
-        source=t.metrics, mean_response_length=sum(lengths) / len(lengths) if lengths else None,
-        phases={name: {**v, "source": t.metrics} for name, v in medians["phases"].items()},
-        mfu={key: {**v, "source": t.metrics} for key, v in medians["mfu"].items()})
-
-
-def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -> int:
-    """The validations verl runs in a run of `total_steps` (ray_trainer.fit): one before training when
-    val_before_train, then at every test_freq-th step and at the last step (once where they coincide)."""
-    during = total_steps // test_freq + (1 if total_steps % test_freq else 0) if test_freq > 0 else 0
-    return int(bool(val_before_train)) + during
-
-
-STARTUP_NOT_RECORDED = "not recorded (no record times model loading and vLLM start-up)"
-
-
-@dataclass(frozen=True)
-class TimeEstimate:
-    seconds_per_step: float      # responses at this run's maximum length: the high end of the range
-    total_seconds: float | None  # the steps alone at seconds_per_step; None when the number of steps is unknown
-    covers: str                  # a whole step, or the rollout only
-    kind: str
-    measured: float
-    measured_on: str
-    source: str
-    gpu: str                     # the GPU model the figure was measured on
-    profile_gpu: str             # the GPU the profile names
-    same_gpu: bool               # whether they are one model
-    scaled: str                  # how the figure was scaled to this run's settings; "" when it was not
-    max_response_length: int
-    recorded_mean_length: float | None    # the recorded run's mean response length; None: not recorded
-    low_seconds_per_step: float | None    # responses at that mean length; None: not recorded
-    validations: int                      # how many validations the run does
-    validation_seconds: float | None      # one validation as recorded (timing_s/testing); None: not recorded
-    saves: int
-    save_seconds: float | None            # one checkpoint save as recorded (timing_s/save_checkpoint)
-    startup: str
-    low_total_seconds: float | None       # steps at the low end + what is recorded of validation and saves
-    high_total_seconds: float | None
-    record: str                           # the recorded run's metrics file, or why there is none
-    phases: dict                          # phase -> {metric, median_s, steps, source} of the recorded run
-    mfu: dict                             # perf/mfu/* -> {median, steps, source}
-
-
-def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], object], n_gpus: int,
-                  tensor_parallel: int, responses_per_step: int, max_response_length: int,
-                  total_steps: int | None, profile_gpu: str = "", validations: int = 0,
-                  saves: int = 0) -> TimeEstimate | None:
-    """Seconds per step and for the whole run from the measured throughput that applies, or None: a range from
-    responses at the recorded run's mean length to responses at the maximum, plus validation and checkpoint
-    saves where the recorded run timed them."""
-    t = throughput_for(recipe, profile, hub_id, get)
-    if t is None:
-        return None
-    rec = recorded_run(t)
-    mean = rec.mean_response_length if isinstance(rec, RecordedRun) else None
-    tokens = responses_per_step * max_response_length
-    if t.kind == "step_seconds":
-        # the measured step generated its responses' actual lengths: the recorded mean where there is one
-        measured_length = mean or t.max_response_length
-        per_step = t.value * tokens / (t.responses_per_step * measured_length)
-        covers = "whole step (scaled by generated tokens from the measured settings)"
-        settings = (responses_per_step, float(max_response_length))
-        scaled = "" if settings == (t.responses_per_step, measured_length) else (
-            f"scaled by generated tokens from {t.responses_per_step} x {measured_length:.0f} (as measured) to "
-            f"{responses_per_step} x {max_response_length} (responses at the maximum length)")
-    else:
-        engines = max(1, n_gpus // max(1, tensor_parallel))
-        per_step = tokens / (t.value * engines)
-        covers = (f"rollout only ({responses_per_step} responses x {max_response_length} tokens over {engines} "
-                  f"vLLM engine(s)); the training phases are not measured on this stack, so a step takes longer")
-        scaled = f"a rollout rate of one engine, scaled to {engines} engine(s) and {responses_per_step} x " \
-                 f"{max_response_length} tokens"
-    low = per_step * min(mean, max_response_length) / max_response_length if mean else None
-    phases = rec.phases if isinstance(rec, RecordedRun) else {}
-    # a validation's time belongs to the recipe's test set: only a record of this recipe has it
-    validation = phases.get("validation", {}).get("median_s") if t.recipe == recipe else None
-    save = phases.get("save", {}).get("median_s") if t.recipe == recipe else None
-    extra = validations * (validation or 0.0) + saves * (save or 0.0)
-    return TimeEstimate(
-        seconds_per_step=per_step, total_seconds=per_step * total_steps if total_steps else None,
-        covers=covers, kind=t.kind, measured=t.value, measured_on=t.measured_on, source=t.source, gpu=t.gpu,
-        profile_gpu=profile_gpu, same_gpu=same_gpu(profile_gpu, t.gpu), scaled=scaled,
-        max_response_length=max_response_length, recorded_mean_length=mean, low_seconds_per_step=low,
-        validations=validations, validation_seconds=validation, saves=saves, save_seconds=save,
-        startup=STARTUP_NOT_RECORDED,
-        low_total_seconds=low * total_steps + extra if total_steps and low is not None else None,
-        high_total_seconds=per_step * total_steps + extra if total_steps else None,
-        record=rec.source if isinstance(rec, RecordedRun) else rec,
-        phases=phases, mfu=rec.mfu if isinstance(rec, RecordedRun) else {})
 
 
 def reference_accuracy(recipe: str) -> ReferenceAccuracy | None:

@@ -12,7 +12,7 @@ from rlrecipes.errors import RecipeError
 
 if TYPE_CHECKING:
     from rlrecipes.plan.plan import Plan
-    from rlrecipes.reference import TimeEstimate
+    from rlrecipes.plan.timing import TimeEstimate
 
 
 def plan_arguments(parser: argparse.ArgumentParser) -> None:

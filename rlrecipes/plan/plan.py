@@ -13,7 +13,8 @@ from rlrecipes.recipe.images import Image
 from rlrecipes.plan.memory import MemoryEstimate, estimate_memory
 from rlrecipes.plan.architectures import Architecture, architecture, lora_params, param_count
 from rlrecipes.recipe.load import ResolvedRun
-from rlrecipes.reference import MeasuredMemory, TimeEstimate, estimate_time, measured_memory, validation_count
+from rlrecipes.plan.timing import TimeEstimate, estimate_time, validation_count
+from rlrecipes.reference import MeasuredMemory, measured_memory
 from rlrecipes.verl import schema
 
 

@@ -15,6 +15,7 @@ from rlrecipes.cli import main
 from rlrecipes.plan.plan import build_plan
 from rlrecipes.recipe.load import resolve
 from rlrecipes import reference
+from rlrecipes.plan import timing
 from rlrecipes.reference import THROUGHPUTS, throughput_for
 
 GRPO = "qwen2.5-3b-gsm8k-grpo-lora"
@@ -212,7 +213,7 @@ def test_plan_cli_prints_the_range_and_which_gpu_it_was_measured_on(capsys):
     (10, -1, False, 0),
 ])
 def test_validation_count_follows_verl(steps, test_freq, before, count):
-    assert reference.validation_count(steps, test_freq, before) == count
+    assert timing.validation_count(steps, test_freq, before) == count
 
 
 def test_plan_counts_validations_from_the_run_config():
@@ -235,7 +236,7 @@ def test_a_record_without_a_machine_readable_run_says_not_recorded(capsys):
 
 def test_a_record_whose_file_is_missing_says_so():
     t = dataclasses.replace(THROUGHPUTS[1], metrics="docs/bench/gpu-data/no-such-run/metrics.jsonl")
-    assert reference.recorded_run(t) == ("not recorded: docs/bench/gpu-data/no-such-run/metrics.jsonl is not in "
+    assert timing.recorded_run(t) == ("not recorded: docs/bench/gpu-data/no-such-run/metrics.jsonl is not in "
                                          "this install (a checkout of the repository has it)")
 
 
@@ -254,7 +255,7 @@ def test_a_fixture_record_gives_the_range_from_its_own_metrics(tmp_path, monkeyp
                             metrics="m.jsonl")
     monkeypatch.setattr(reference, "THROUGHPUTS", (t,))
     fused = {"actor_rollout_ref.model.use_fused_kernels": True}.get
-    time = reference.estimate_time(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused, 1, 1, 20, 400, 5,
+    time = timing.estimate_time(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused, 1, 1, 20, 400, 5,
                                    profile_gpu="NVIDIA H100 80GB HBM3", validations=2, saves=1)
     # measured: 10 s for 10 responses of 200 tokens on average; this run: 20 responses of up to 400
     assert time.recorded_mean_length == 200.0
@@ -266,5 +267,5 @@ def test_a_fixture_record_gives_the_range_from_its_own_metrics(tmp_path, monkeyp
     assert time.phases["gen"]["median_s"] == 5.0 and time.mfu["perf/mfu/actor"]["median"] == 0.3
     assert time.same_gpu is False and time.gpu == "NVIDIA H200"
     # a run whose maximum is below the recorded mean gets no lower figure than its maximum's
-    short = reference.estimate_time(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused, 1, 1, 20, 100, 5)
+    short = timing.estimate_time(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused, 1, 1, 20, 100, 5)
     assert short.low_seconds_per_step == pytest.approx(short.seconds_per_step)
