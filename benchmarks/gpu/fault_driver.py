@@ -34,7 +34,7 @@ def main() -> int:
     p.add_argument("--ck", type=Path, required=True, help="the recipe's checkpoint folder")
     p.add_argument("--logs", type=Path, required=True, help="the recipe's log folder (console-*.log)")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--kill-at", type=int, default=5)
+    p.add_argument("--kill-at", type=int, default=5, help="0: no kill (the fill then comes in the first launch)")
     p.add_argument("--fill-at", type=int, default=7)
     p.add_argument("--free-left-mib", type=int, default=8)
     p.add_argument("--hang-s", type=float, default=150)
@@ -51,6 +51,7 @@ class Driver:
         self.a, self.command = a, command
         self.t0 = a.t0 or time.time()
         self.killed_at: float | None = None
+        self.fault_at: float | None = None  # the last fault's time: a hang is counted from it
         self.logs_at_kill: set[str] = set()
         self.filled = False
         self.filler = a.ck.parent / "filler"
@@ -91,7 +92,7 @@ class Driver:
         pids = subprocess.run(["pgrep", "-f", "^VLLM::EngineCore"], capture_output=True, text=True).stdout.split()
         for pid in pids:
             os.kill(int(pid), signal.SIGKILL)
-        self.killed_at = time.time()
+        self.killed_at = self.fault_at = time.time()
         self.logs_at_kill = {f.name for f in self.consoles()}
         tracker_file = self.a.ck / "latest_checkpointed_iteration.txt"
         self.stamp(f"fault 1: tracker {self.a.kill_at} seen; SIGKILL to VLLM::EngineCore {pids} "
@@ -103,8 +104,9 @@ class Driver:
         free = shutil.disk_usage(self.a.ck.parent).free
         size = free - self.a.free_left_mib * 2**20
         done = size > 0 and subprocess.run(["fallocate", "-l", str(size), str(self.filler)]).returncode == 0
-        self.filled = True
-        self.stamp(f"fault 2: step {self.last_step(since_kill=True)} logged since the kill, tracker {self.tracker()}; "
+        self.filled, self.fault_at = True, time.time()
+        since = " since the kill" if self.killed_at is not None else ""
+        self.stamp(f"fault 2: step {self.last_step(since_kill=True)} logged{since}, tracker {self.tracker()}; "
                    + (f"filled {size >> 10} KiB of {free >> 10} KiB free: "
                       f"{shutil.disk_usage(self.a.ck.parent).free >> 10} KiB left" if done
                       else f"could not fill the volume ({free >> 10} KiB free)"))
@@ -118,16 +120,17 @@ class Driver:
         self.stamp(f"attempt {n}: {' '.join(self.command)} (pid {proc.pid}); tracker {self.tracker()}")
         size, moved = -1, time.time()
         while proc.poll() is None:
-            if self.killed_at is None and self.tracker() == str(self.a.kill_at):
+            if self.a.kill_at > 0 and self.killed_at is None and self.tracker() == str(self.a.kill_at):
                 self.kill_engine()
                 moved = time.time()
-            elif self.killed_at is not None and not self.filled and self.last_step(since_kill=True) >= self.a.fill_at:
+            elif ((self.killed_at is not None or self.a.kill_at <= 0) and not self.filled
+                  and self.last_step(since_kill=True) >= self.a.fill_at):
                 self.fill()
                 moved = time.time()
             now_size = self.logged_bytes(log)
             if now_size != size:
                 size, moved = now_size, time.time()
-            elif self.killed_at is not None and time.time() - moved > self.a.hang_s:
+            elif self.fault_at is not None and time.time() - moved > self.a.hang_s:
                 self.stop(proc, n)
                 break
             time.sleep(0.02)

@@ -13,6 +13,7 @@
 #      logged step FILL_AT, so the next save runs out of space. The filler goes once that command has ended (what
 #      a user does), and the same command again, to the verdict (with the eval summary kept).
 #
+# KILL_AT=0 skips the kill (the fill then comes in the first launch); FILL_AT=1000000 skips the fill.
 # SAVE_FREQ=1 KILL_AT=1 STOP_AFTER=1 was the first sitting's reduced form (the kill and the stop only); STOP_AFTER
 # is gone: the driver runs the same command until it reaches the verdict (at most MAX_ATTEMPTS times).
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
