@@ -16,7 +16,9 @@ import fnmatch
 import hashlib
 import ctypes
 import os
+import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -66,8 +68,6 @@ def claim_output(out: Path, what: str):
     Every `.<out>.partial-*` work folder found then belongs to no live writer -- only a holder of this lock makes
     one -- and is what a killed one left behind: removed, and each one reported on stderr. A second writer into
     the same output while one runs is refused (exit 1) instead of racing it for the final rename."""
-    import sys
-
     lock = out.parent / _LOCK_NAME.format(name=out.name, what=what)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -86,8 +86,6 @@ def claim_output(out: Path, what: str):
 
 def stale_partials(out: Path) -> list[Path]:
     """The work folders of writers into `out` beside it (call with the output claimed: then none is live)."""
-    import re
-
     pattern = re.compile(re.escape(PARTIAL_PREFIX.format(name=out.name)) + r"[a-z0-9_]{8}")
     try:
         return sorted(p for p in out.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir()

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 
-
 @dataclass(frozen=True)
 class Throughput:
     key: str                       # the record's name: a recipe's `expect:` block points at it (`ref: KEY`)
@@ -266,9 +265,12 @@ def record_keys() -> list[str]:
     return [item.key for item in (*THROUGHPUTS, *MEASURED_MEMORY)] + list(ACCURACY_RECORDS)
 
 
-def step_seconds_at(t: Throughput, responses_per_step: int, max_response_length: int) -> float:
-    """A measured whole-step time scaled to other settings by the number of generated tokens."""
-    return t.value * responses_per_step * max_response_length / (t.responses_per_step * t.max_response_length)
+def step_seconds_at(t: Throughput, responses_per_step: int, max_response_length: int,
+                    measured_length: float | None = None) -> float:
+    """A measured whole-step time scaled to other settings by the number of generated tokens; `measured_length`
+    is the mean length the measured responses had, where the recorded run says (else its maximum)."""
+    measured = t.responses_per_step * (measured_length or t.max_response_length)
+    return t.value * responses_per_step * max_response_length / measured
 
 
 def _model_size(hub_id: str) -> str:

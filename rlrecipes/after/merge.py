@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlrecipes.errors import RecipeError, StageFailed
-from rlrecipes.fsutil import atomic_write_text
+from rlrecipes.fsutil import PARTIAL_PREFIX, atomic_write_text, claim_output
 from rlrecipes.after.lora_fuse import _torch_dtype, check_fused_logits, compare_to_base, fuse_lora, greedy_sample
 from rlrecipes.after.merge_info import DTYPES, LoraInfo, MergeInfo
 from rlrecipes.after.merge_output import check_output
-from rlrecipes.fsutil import PARTIAL_PREFIX, claim_output
 from rlrecipes.ui import run_logged
 from rlrecipes.verl.checkpoint_ref import CheckpointRef
 from rlrecipes.verl.checkpoints import LORA_ADAPTER_DIR

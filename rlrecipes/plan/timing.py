@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rlrecipes.paths import repo_root
-from rlrecipes.reference import Throughput, same_gpu, throughput_for
+from rlrecipes.reference import Throughput, same_gpu, step_seconds_at, throughput_for
 from rlrecipes.verl.run_metrics import load_run, phase_medians, steady_step_times
 
 
@@ -94,7 +94,7 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
     if t.kind == "step_seconds":
         # the measured step generated its responses' actual lengths: the recorded mean where there is one
         measured_length = mean or t.max_response_length
-        per_step = t.value * tokens / (t.responses_per_step * measured_length)
+        per_step = step_seconds_at(t, responses_per_step, max_response_length, measured_length)
         covers = "whole step (scaled by generated tokens from the measured settings)"
         settings = (responses_per_step, float(max_response_length))
         scaled = "" if settings == (t.responses_per_step, measured_length) else (

@@ -20,8 +20,8 @@ from rlrecipes.paths import repo_root
 from rlrecipes.recipe.strict import _strict, _typed
 from rlrecipes.verl import rollout_sync
 from rlrecipes.verl.logs import REWARD_KEYS
+from rlrecipes.verl.run_metrics import STEP_TIME
 
-STEP_TIME = "timing_s/step"
 # what `rlrecipes eval --fast-data` writes per model (evaluate.fast_eval)
 EVAL_METRICS = ("accuracy", "flexible_accuracy")
 # A misspelled metric would read as "not measured" and pass, so a contract names only metrics verl logs:

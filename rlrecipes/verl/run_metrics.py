@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -246,7 +247,7 @@ def headline(run: RunMetrics) -> dict:
         if xs:
             out.update(reward_metric=reward_key, start_reward=ys[0], end_reward=ys[-1])
             break
-    step_times = run.series("timing_s/step")[1] or run.series("perf/time_per_step")[1]
+    step_times = run.series(STEP_TIME)[1] or run.series("perf/time_per_step")[1]
     if step_times:
         out["train_seconds"] = sum(step_times)
         out["seconds_per_step"] = sum(step_times) / len(step_times)
@@ -293,12 +294,6 @@ def steady_step_times(run: RunMetrics) -> tuple[list[int], list[float]]:
     return [x for x, _ in kept], [y for _, y in kept]
 
 
-def _median(values: list[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
-
-
 def phase_medians(run: RunMetrics) -> dict:
     """Each phase's median seconds and each MFU's median over the steps that logged it, a launch's first timed
     step left out where other steps logged the same key: {"phases": {name: {metric, median_s, steps}},
@@ -309,7 +304,7 @@ def phase_medians(run: RunMetrics) -> dict:
     def median_of(key: str) -> tuple[float, int] | None:
         xs, ys = run.series(key)
         kept = [y for x, y in zip(xs, ys) if x not in warm] or ys
-        return (_median(kept), len(kept)) if kept else None
+        return (statistics.median(kept), len(kept)) if kept else None
 
     phases = {}
     for name, key in PHASE_TIMES:
