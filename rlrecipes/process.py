@@ -18,6 +18,11 @@ not finished. From then on this process ignores further stop signals: it is on i
 (GNU make passes its SIGTERM on to its child, which has its own from the terminal's process group) must not end
 it before it has recorded and said where the same command goes on.
 
+A process that starts one child after another (`reproduce`, the stage engine) holds `stop_latch()` over all of
+them: a stop that lands while no child runs (between two stages, while a state file is written) is noted
+instead of ending the process with the default action, silently; the next `run_forwarding` starts no child and
+reports the stop, so the caller says and records where the same command goes on, as for a stop mid-stage.
+
 Stdlib only: the stop guard imports it in every image, before anything else of rlrecipes.
 """
 
@@ -27,10 +32,13 @@ import ctypes
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
+_latched: list[int] | None = None  # the stop signals received under stop_latch(), in order
 
 
 def _own_group_dying_with_parent(parent: int) -> None:
@@ -73,11 +81,31 @@ class Ended:
         return self.stopped_by is not None
 
 
+@contextmanager
+def stop_latch() -> Iterator[None]:
+    """Note the stop signals that reach this process while no child runs, instead of dying of them: the next
+    `run_forwarding` then starts nothing and reports the first of them (see the module's docstring)."""
+    global _latched
+    outer, _latched = _latched, []
+    latched = _latched
+    previous = {sig: signal.signal(sig, lambda signum, _frame: latched.append(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        _latched = outer
+        if not latched:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
 def run_forwarding(argv: list[str], env: dict[str, str] | None = None, **popen) -> Ended:
     """Start `argv` (spawn) and wait for it, passing each stop signal this process receives on to it. The
     handlers are in place before the child starts: a stop that arrives while it starts is passed on once it
-    exists, instead of ending this process with the default action (and the child with it, unsaved)."""
-    forwarded: list[int] = []
+    exists, instead of ending this process with the default action (and the child with it, unsaved). Under
+    `stop_latch()`, a stop noted before this call starts no child at all."""
+    forwarded: list[int] = _latched if _latched is not None else []
+    if forwarded:
+        return Ended(128 + forwarded[0], forwarded[0])
     children: list[subprocess.Popen] = []
 
     def forward(signum, _frame):

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from rlrecipes.cli.arguments import recipe_arguments, resolve_recipe
-from rlrecipes.process import signal_name
+from rlrecipes.process import signal_name, stop_latch
 from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, Run, plan_stages, run_stage
 from rlrecipes.launch.stages import checkpoint_step, require_gpu, where_it_goes_on
 
@@ -50,30 +50,31 @@ def reproduce(args: argparse.Namespace) -> int:
     if any(stage.gpu for stage in to_do):
         require_gpu(f"rlrecipes reproduce {run.name} ({', '.join(s.name for s in to_do if s.gpu)})", inventory)
     env = {**os.environ, "RECIPE": run.name, "PROFILE": run.profile.name, **run.paths}
-    for stage in stages:
-        if state.done(stage):
-            say(f"{stage.name}: done before (exit {state.stages[stage.name]['exit']}); skipped")
-            continue
-        say(f"{stage.name}: rlrecipes {' '.join(stage.argv)}")
-        state.record(stage, "running", started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        started = time.monotonic()
-        ended = run_stage(stage, env)
-        seconds = round(time.monotonic() - started, 1)
-        if ended.stopped:
-            state.record(stage, "interrupted", exit=ended.status, seconds=seconds,
-                         checkpoint=checkpoint_step(run.ckpt_dir))
-            say(f"{stage.name} stopped by {signal_name(ended.status)} (exit {ended.status}) after {seconds} s; the "
-                f"same command goes on at {stage.name}"
-                + (f", training {where_it_goes_on(run.ckpt_dir)}" if stage.name == "train" else "")
-                + " (the stages before it are kept)", error=True)
-            return ended.status
-        if ended.status not in stage.verdicts:
-            state.record(stage, "failed", exit=ended.status, seconds=seconds)
-            say(f"{stage.name} failed (exit {ended.status}) after {seconds} s; run the same command again to go "
-                f"on from {stage.name} (the stages before it are kept)", error=True)
-            return ended.status
-        state.record(stage, "done", exit=ended.status, seconds=seconds)
-        say(f"{stage.name}: done in {seconds} s")
+    with stop_latch():  # a stop between two stages ends the chain as one within a stage does
+        for stage in stages:
+            if state.done(stage):
+                say(f"{stage.name}: done before (exit {state.stages[stage.name]['exit']}); skipped")
+                continue
+            say(f"{stage.name}: rlrecipes {' '.join(stage.argv)}")
+            state.record(stage, "running", started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            started = time.monotonic()
+            ended = run_stage(stage, env)
+            seconds = round(time.monotonic() - started, 1)
+            if ended.stopped:
+                state.record(stage, "interrupted", exit=ended.status, seconds=seconds,
+                             checkpoint=checkpoint_step(run.ckpt_dir))
+                say(f"{stage.name} stopped by {signal_name(ended.status)} (exit {ended.status}) after {seconds} s; the "
+                    f"same command goes on at {stage.name}"
+                    + (f", training {where_it_goes_on(run.ckpt_dir)}" if stage.name == "train" else "")
+                    + " (the stages before it are kept)", error=True)
+                return ended.status
+            if ended.status not in stage.verdicts:
+                state.record(stage, "failed", exit=ended.status, seconds=seconds)
+                say(f"{stage.name} failed (exit {ended.status}) after {seconds} s; run the same command again to go "
+                    f"on from {stage.name} (the stages before it are kept)", error=True)
+                return ended.status
+            state.record(stage, "done", exit=ended.status, seconds=seconds)
+            say(f"{stage.name}: done in {seconds} s")
     verdict = state.stages["expect"]["exit"]
     say(f"{run.name} on {run.profile.name}: expected result {'met' if verdict == 0 else 'MISSED'} "
         f"({run.log_dir / 'expect.json'}; report: {reports_dir / run.name / 'report.html'})")

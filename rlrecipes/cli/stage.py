@@ -8,6 +8,7 @@ import os
 
 from rlrecipes.errors import RecipeError
 from rlrecipes.launch.stages import STAGES
+from rlrecipes.process import stop_latch
 
 
 def stage_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,4 +35,5 @@ def stage(args: argparse.Namespace) -> int:
                           where=f"stage {args.stage}", hint="list them with: rlrecipes recipes")
     overrides = rest if args.stage in ("run", "train", "resume") else []
     run = resolve(args.recipe, profile=args.profile or None, overrides=overrides)
-    return Stages(run).dispatch(args.stage, rest)
+    with stop_latch():  # a stop between two of the stage's children is said and reported as one within them
+        return Stages(run).dispatch(args.stage, rest)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rlrecipes.process import Ended, run_forwarding, signal_name, spawn
+from rlrecipes.process import Ended, run_forwarding, signal_name, spawn, stop_latch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -128,3 +128,30 @@ def test_a_child_ended_by_a_signal_reports_as_a_shell_does():
     ended = run_forwarding([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     assert ended == Ended(137, None) and not ended.stopped
     assert run_forwarding([sys.executable, "-c", "raise SystemExit(3)"]) == Ended(3, None)
+
+
+def test_a_stop_between_two_children_under_the_latch_starts_no_second_child(tmp_path):
+    """`reproduce` and the stage engine start one child after another: a stop landing between two (no child runs)
+    must neither end the process with the default action, unsaid, nor start the next child."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    second_ran = tmp_path / "second-ran"
+    try:
+        with stop_latch():
+            first = run_forwarding([sys.executable, "-c", "pass"])
+            os.kill(os.getpid(), signal.SIGTERM)
+            second = run_forwarding([sys.executable, "-c", f"open({str(second_ran)!r}, 'w').close()"])
+        with stop_latch():  # a later latch starts clean (the stop belonged to the one before)
+            third = run_forwarding([sys.executable, "-c", "raise SystemExit(3)"])
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert first == Ended(0, None)
+    assert second == Ended(143, signal.SIGTERM) and not second_ran.exists()
+    assert third == Ended(3, None)
+
+
+def test_without_a_stop_the_latch_gives_the_handlers_back():
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    with stop_latch():
+        assert run_forwarding([sys.executable, "-c", "pass"]) == Ended(0, None)
+    assert {s: signal.getsignal(s) for s in handlers} == handlers

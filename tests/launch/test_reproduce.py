@@ -191,6 +191,39 @@ def test_a_stop_is_recorded_as_interrupted_with_the_last_whole_checkpoint(gpu_ho
     assert stages.take() == ["train", "merge", "eval", "report", "expect"]
 
 
+def test_a_stop_between_two_stages_is_said_and_recorded_as_one_within_a_stage(gpu_host, monkeypatch, tmp_path,
+                                                                           capsys):
+    """The stop lands after reproduce recorded merge as running and before merge's process exists (the recovery
+    matrix caught this once: reproduce died of the default action, saying nothing)."""
+    calls, spawned = [], []
+    real_record = engine.Run.record
+
+    def record(self, stage, status, **fields):
+        real_record(self, stage, status, **fields)
+        if (stage.name, status) == ("merge", "running"):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def run_stage(stage, env):  # the stages before merge stand in; merge is started the real way
+        calls.append(stage.name)
+        return engine.run_stage(stage, env) if stage.name == "merge" else Ended(0, None)
+
+    monkeypatch.setattr(engine.Run, "record", record)
+    monkeypatch.setattr("rlrecipes.cli.reproduce.run_stage", run_stage)
+    monkeypatch.setattr("rlrecipes.process.spawn", lambda argv, *a, **k: spawned.append(argv))
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        assert main(["reproduce", "canary-ppo"]) == 143
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert calls == ["assets", "train", "merge"] and spawned == []
+    merge = state(tmp_path, "canary-ppo")["stages"]["merge"]
+    assert (merge["status"], merge["exit"]) == ("interrupted", 143)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("[reproduce] merge stopped by SIGTERM (exit 143) after ")
+    assert "the same command goes on at merge" in err[-1]
+
+
 def test_a_cpu_host_is_refused_before_any_stage(monkeypatch, tmp_path, capsys):
     for key, value in workspace(tmp_path).items():
         monkeypatch.setenv(key, value)
