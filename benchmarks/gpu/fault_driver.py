@@ -151,8 +151,8 @@ class Driver:
             os.killpg(proc.pid, signal.SIGKILL)
 
     # ---- what an attempt left -----------------------------------------------------------------------------
-    def after(self, label: str) -> None:
-        time.sleep(15)
+    def after(self, label: str, settle: float = 15) -> None:
+        time.sleep(settle)  # the GPU memory a stopped launch frees, as a user's next command finds it
         sh = [f"echo '== after {label}: tracker {self.tracker()}'",
               "nvidia-smi --query-gpu=memory.used --format=csv,noheader",
               "echo 'processes left (ray, vllm, verl, rlrecipes but the watchdog):'",
@@ -185,7 +185,7 @@ class Driver:
             if self.filler.exists():
                 self.filler.unlink()
                 self.stamp("the filler removed (what a user does once the volume is full)")
-                self.after(f"attempt {n}, the space given back")
+                self.after(f"attempt {n}, the space given back", settle=0)
             if verdict:
                 self.stamp(f"attempt {n} reached the verdict")
                 return rc
