@@ -23,13 +23,17 @@ difference, when it was not (rlrecipes/recipe/render.py: ensure_run_dir).
 
 A stage stopped by SIGTERM, SIGINT or SIGHUP exits 143, 130 or 129 (the launcher's stop guard lets a checkpoint
 save in flight finish first) and says in one line where the same command goes on. Child processes are started
-and signalled one way (rlrecipes/process.py).
+and signalled one way (rlrecipes/process.py). A launch that fails while the checkpoint volume is full (the
+watchdog's fresh status says so, or the free space is below one checkpoint) says so in one line, with the
+checkpoint the same command goes on from: verl's own error for it is torch's "unexpected pos" or "iostream error".
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +43,7 @@ from rlrecipes.paths import repo_root
 from rlrecipes.process import Ended, run_forwarding, signal_name
 from rlrecipes.recipe.load import ResolvedRun
 from rlrecipes.verl.checkpoints import read_tracker
-from rlrecipes.verl.stopguard import EXIT_STALLED
+from rlrecipes.verl.stopguard import EXIT_STALLED, fresh_status
 
 STALL_RESTARTS_DEFAULT = 3
 STAGES = ("run", "assets", "data", "model", "resume-check", "preflight", "train", "resume", "eval")
@@ -81,6 +85,30 @@ def where_it_goes_on(ckpt_dir: Path) -> str:
     step = checkpoint_step(ckpt_dir)
     return (f"from the checkpoint of step {step} ({ckpt_dir})" if step is not None
             else f"from step 0 (no whole checkpoint under {ckpt_dir} yet)")
+
+
+# the watchdog's findings that mean the next checkpoint save has no room (rlrecipes/watchdog: runner, policy)
+DISK_FINDINGS = ("disk-full", "budget-exceeded")
+
+
+def volume_full(ckpt_dir: Path, status_file: Path | None, now: float | None = None) -> str | None:
+    """Why a failed launch's checkpoint volume could not take a save, or None: the watchdog's finding when its
+    status is fresh, else the free space against the size of the newest whole checkpoint."""
+    status = fresh_status(status_file, time.time() if now is None else now)
+    for finding in (status or {}).get("findings") or []:
+        if isinstance(finding, dict) and finding.get("code") in DISK_FINDINGS:
+            return f"the watchdog: {finding.get('message')}"
+    step = checkpoint_step(ckpt_dir)
+    if step is None:
+        return None
+    try:
+        size = sum(f.stat().st_size for f in (ckpt_dir / f"global_step_{step}").rglob("*") if f.is_file())
+        free = shutil.disk_usage(ckpt_dir).free
+    except OSError:
+        return None
+    if free >= size:
+        return None
+    return f"{free / 2**20:.1f} MiB free on it, and a checkpoint (global_step_{step}) takes {size / 2**20:.1f} MiB"
 
 
 def compile_caches(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -212,7 +240,19 @@ class Stages:
         if ended.stopped:
             log(f"{stage} stopped by {signal_name(ended.status)} (exit {ended.status}); the same command goes on "
                 f"{where_it_goes_on(self.run.ckpt_dir)}")
+        elif ended.status not in (0, EXIT_STALLED):
+            full = volume_full(self.run.ckpt_dir, self._watchdog_status())
+            if full:
+                log(f"{stage} failed (exit {ended.status}) with the checkpoint volume full ({full}); free space "
+                    f"under {self.run.ckpt_dir.parent} or raise its quota, then run the same command: it goes on "
+                    f"{where_it_goes_on(self.run.ckpt_dir)}")
         return ended.status
+
+    def _watchdog_status(self) -> Path:
+        """The status file the watchdog writes for this run's checkpoints (compose's sidecar and RunPod's set
+        RLRECIPES_STALL_STATUS; its default is under the checkpoint root)."""
+        given = self.env.get("RLRECIPES_STALL_STATUS")
+        return Path(given) if given else self.run.ckpt_dir.parent / ".watchdog" / "status.json"
 
     # ---- after training --------------------------------------------------------------------------------
     def eval(self, *args: str) -> int:

@@ -86,13 +86,9 @@ EXIT_STALLED = 75  # EX_TEMPFAIL: stopped because the run stalled; the stage eng
 STALL_POLL_S = 10.0
 
 
-def watchdog_says_stalled(status_file: Path | None, now: float, started: float | None = None) -> str | None:
-    """The watchdog's `run-stalled` message when its status file is fresh and carries one, else None.
-
-    `started`: when this guard started. Until the stall limit has passed since then, a `run-stalled` finding
-    describes the launch before it (the watchdog clears it only once the relaunch logs a step, after its
-    model loading), so a relaunch gets the whole limit of its own instead of being stopped at once -- unless the
-    finding is a rollout engine that died since this guard started: that one is acted on at once."""
+def fresh_status(status_file: Path | None, now: float) -> dict | None:
+    """The watchdog's status file when it is fresh (written within three of its intervals and 30 s), else None
+    (none, unreadable, malformed or stale)."""
     if status_file is None:
         return None
     try:
@@ -100,6 +96,22 @@ def watchdog_says_stalled(status_file: Path | None, now: float, started: float |
         interval = float(status.get("interval_s") or 60.0)
         if not now - float(status["time"]) <= 3 * interval + 30:  # NaN and stale both fail
             return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    return status
+
+
+def watchdog_says_stalled(status_file: Path | None, now: float, started: float | None = None) -> str | None:
+    """The watchdog's `run-stalled` message when its status file is fresh and carries one, else None.
+
+    `started`: when this guard started. Until the stall limit has passed since then, a `run-stalled` finding
+    describes the launch before it (the watchdog clears it only once the relaunch logs a step, after its
+    model loading), so a relaunch gets the whole limit of its own instead of being stopped at once -- unless the
+    finding is a rollout engine that died since this guard started: that one is acted on at once."""
+    status = fresh_status(status_file, now)
+    if status is None:
+        return None
+    try:
         progress = status.get("progress") or {}
         dead_at = (progress.get("dead_engine") or {}).get("at")
         this_launch = isinstance(dead_at, (int, float)) and started is not None and dead_at >= started

@@ -180,6 +180,54 @@ def test_other_failures_are_not_relaunched(tmp_path, code):
     assert kinds(calls) == ["resume-check", "preflight", "launch"], calls
 
 
+def watchdog_says(tmp_path: Path, code: str, message: str, age_s: float = 0.0) -> None:
+    """The watchdog's status file at its default place under the checkpoint root, as its pass writes it."""
+    status = tmp_path / "ckpt_dir" / ".watchdog" / "status.json"
+    status.parent.mkdir(parents=True, exist_ok=True)
+    status.write_text(json.dumps({"version": 1, "time": time.time() - age_s, "interval_s": 5.0, "healthy": False,
+                                  "findings": [{"path": "", "severity": "error", "code": code, "message": message}]}))
+
+
+def test_a_launch_that_fails_on_a_full_volume_says_so_and_where_it_goes_on(tmp_path):
+    """verl's own error for a save that ran out of space is torch's "unexpected pos ..." (seen on a GPU host):
+    the stage says what it was, from the watchdog's status, and which checkpoint the same command goes on from."""
+    ckpt = tmp_path / "ckpt_dir" / RECIPE
+    (ckpt / "global_step_5").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("5")
+    watchdog_says(tmp_path, "budget-exceeded", "the budget cannot hold the next checkpoint: it needs 12.1 MiB")
+    proc, calls = scripted(tmp_path, [1], "resume")
+    assert proc.returncode == 1 and kinds(calls) == ["resume-check", "preflight", "launch"], proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("[rlrecipes] train failed (exit 1) with the checkpoint volume full (the watchdog: the "
+                           "budget cannot hold the next checkpoint: it needs 12.1 MiB); free space under "), last
+    assert last.endswith(f"it goes on from the checkpoint of step 5 ({ckpt})"), last
+
+
+@pytest.mark.parametrize("why", ["no status", "stale status", "another finding"])
+def test_a_failure_with_room_on_the_volume_says_nothing_of_it(tmp_path, why):
+    if why == "stale status":
+        watchdog_says(tmp_path, "disk-full", "the checkpoint volume is full", age_s=3600)
+    elif why == "another finding":
+        watchdog_says(tmp_path, "run-stalled", "no step logged for 600 s")
+    proc, _ = scripted(tmp_path, [1], "resume")
+    assert proc.returncode == 1 and "volume full" not in proc.stderr, proc.stderr
+
+
+def test_without_a_watchdog_the_free_space_is_weighed_against_a_checkpoint(tmp_path, monkeypatch):
+    from rlrecipes.launch import stages
+
+    step = tmp_path / "global_step_5" / "actor"
+    step.mkdir(parents=True)
+    (step / "model_world_size_1_rank_0.pt").write_bytes(b"x" * 3 * 2**20)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("5")
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(stages.shutil, "disk_usage", lambda path: usage._replace(free=2**20))
+    assert stages.volume_full(tmp_path, None) == ("1.0 MiB free on it, and a checkpoint (global_step_5) takes "
+                                                  "3.0 MiB")
+    monkeypatch.setattr(stages.shutil, "disk_usage", lambda path: usage._replace(free=4 * 2**20))
+    assert stages.volume_full(tmp_path, None) is None
+
+
 def test_relaunches_are_bounded(tmp_path):
     proc, calls = scripted(tmp_path, [75] * 10, "run", STALL_RESTARTS="2")
     assert proc.returncode == 75
