@@ -43,3 +43,26 @@ def test_its_step_time_is_a_cost_counted_only_under_strict(capsys):
     assert step["status"] == "missed" and "1.57x the reference 5.13 s on NVIDIA H200" in step["value"]
     assert step["part"] == "cost" and not step["required"]
     assert result["cost"]["counts"] == {"met": 1, "missed": 1, "not measured": 0}
+
+
+FILLED = RUN.parents[1] / "recovery-faults-hopper-3" / "logs"
+
+
+def test_the_run_after_the_filled_volume_reads_as_the_record_quotes_it(capsys):
+    """The fourth sitting (the checkpoint volume filled during the save of step 10; the same command went on from
+    checkpoint 5 and the GPU time ended at step 27): the figures docs/bench/gpu-reliability.md quotes."""
+    code = main(["expect", str(FILLED), "--recipe", "canary-grpo-lora", "--profile", "any-1gpu-hopper", "--json",
+                 "--gpu", "NVIDIA H200"])
+    result = json.loads(capsys.readouterr().out)
+    values = {c["name"].split(" (")[0]: (c["status"], c["value"]) for c in result["checks"]}
+    assert values["training steps"] == ("missed", "step 27 of 60")
+    assert values["accuracy before training"] == ("met", "0.2207 at step 0 (4 validations)")
+    assert values["accuracy after training"] == ("missed", "0.3789 at step 20 (4 validations)")
+    assert values["accuracy gain"] == ("met", "+0.1582")
+    assert values["training reward rises"] == ("missed", "+0.0982 (0.1793 -> 0.2775)")
+    assert values["rollout vs trainer"] == ("met", "0.0009156 at step 23 (worst of 27 steps)")
+    assert values["s/step on any-1gpu-hopper"][1].startswith("11.41 s (23 steps), 2.22x the reference 5.13 s")
+    assert code == 1
+    doc = " ".join((RUN.parents[2] / "gpu-reliability.md").read_text().split())
+    for quoted in ("0.3789 at 20", "(+0.158)", "+0.098 against +0.100", "11.41 s a step, 2.22x"):
+        assert quoted in doc, quoted
