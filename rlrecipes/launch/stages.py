@@ -53,7 +53,10 @@ STAGES = ("run", "assets", "data", "model", "resume-check", "preflight", "train"
 # temporary name and rename it: codecache.py write_atomic, runtime/cache.py FileCacheManager.put):
 #   VLLM_CACHE_ROOT          vllm/envs.py (default ~/.cache/vllm): torch.compile artefacts under
 #                            torch_compile_cache/ -- vLLM also points inductor and Triton of its own engine below
-#                            that folder (vllm/compilation/compiler_interface.py: InductorAdaptor.initialize_cache)
+#                            that folder (vllm/compilation/compiler_interface.py: InductorAdaptor.initialize_cache).
+#                            verl's Ray runtime env sets VLLM_DISABLE_COMPILE_CACHE=1 unless the launch's env sets
+#                            it (verl/trainer/constants_ppo.py, vllm#31199): the engine compiles at every launch
+#                            (docs/images.md, Compile caches)
 #   TORCHINDUCTOR_CACHE_DIR  torch/_inductor/runtime/cache_dir_utils.py cache_dir() (default /tmp/torchinductor_USER):
 #                            the trainer's own torch.compile
 #   TRITON_CACHE_DIR         triton/knobs.py cache_knobs.dir (default ~/.triton/cache): Triton kernels built outside
