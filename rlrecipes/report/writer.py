@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rlrecipes.fsutil import atomic_write_text
 from rlrecipes.verl.run_metrics import RunMetrics, headline, phase_medians
+from rlrecipes.verl.startup import MILESTONES, run_startups
 from rlrecipes.report.plots import PANELS
 
 
@@ -85,6 +86,20 @@ def phase_rows(phases: dict) -> list[list[str]]:
     return rows
 
 
+def startup_rows(startups: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The start-up of each launch (rlrecipes.verl.startup), a column each: (header, rows)."""
+    header = ["phase (from the line before)"] + [s["log"] for s in startups]
+    rows = []
+    for key, what, _ in MILESTONES:
+        if any(key in s["phases"] for s in startups):
+            rows.append([f"{key}: {what}"] + [fmt_duration(s["phases"][key]) if key in s["phases"] else "-"
+                                              for s in startups])
+    rows.append(["**launch to ready to fit**" if all(s["from_launch"] for s in startups) else "**in all**"]
+                + [f"**{fmt_duration(s['total_s'])}**" + ("" if s["from_launch"] else " (from Ray on)")
+                   for s in startups])
+    return header, rows
+
+
 def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], title: str,
                  eval_rows: list[list[str]] | None = None, eval_header: list[str] | None = None,
                  fast_rows: list[list[str]] | None = None, fast_header: list[str] | None = None) -> dict:
@@ -96,6 +111,9 @@ def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], ti
                     for launch in run.launches],
         "headline": headline(run),
         "phases": phase_medians(run),
+        "startup": [{"log": s.log.name, "from_launch": s.from_launch, "total_s": round(s.total_s, 1),
+                     "phases": {p.key: round(p.seconds, 1) for p in s.phases}}
+                    for s in run_startups([launch.path for launch in run.launches])],
         "eval_header": eval_header or [],
         "eval_rows": eval_rows or [],
         "fast_header": fast_header or [],
@@ -117,6 +135,11 @@ def render_markdown(report: dict) -> str:
         note = f", each launch's first timed step ({left_out}) left out where others logged it" if left_out else ""
         lines += ["", "## Where a step's time goes", "", f"Median over the steps that logged each{note}.", ""]
         lines += _md_table(["phase", "metric", "median", "steps"], rows)
+    if report.get("startup"):
+        header, rows = startup_rows(report["startup"])
+        lines += ["", "## Start-up", "", "From each launch to the lines verl prints on its way to the first step; "
+                  "the first validation and the steps are in their own timers.", ""]
+        lines += _md_table(header, rows)
     if report["eval_rows"]:
         lines += ["", "## Evaluation (lm-eval, exact_match)", ""]
         lines += _md_table(report["eval_header"], report["eval_rows"])

@@ -1,0 +1,113 @@
+"""A launch's start-up, read from its console log: how long from the launch to each milestone verl prints on the
+way to its first step, phase by phase.
+
+The launch is the console log's own stamp (the launcher names it `console-<UTC stamp>.log` as it starts verl).
+The milestones are lines verl 0.9.1 prints with a timestamp, in this order (`verl/trainer/main_ppo.py` and
+`ppo/ray_trainer.py`; Ray's own line for the first):
+
+    ray       Ray started                       "... INFO worker.py:NNNN -- Started a local Ray instance."
+    datasets  verl's config, tokenizer, data    "INFO:<time>:train and validate dataloader initialized, ..."
+    models    actor and reference models        "INFO:<time>:actor and ref model engine initialized"
+    rollout   the rollout engine (vLLM: weights, torch.compile, CUDA graphs), the weight-sync channel
+                                                "INFO:<time>:checkpoint engine manager initialized"
+    ready     the checkpoint loaded on a resume "INFO:<time>:all initialize finished, ready to fit"
+
+From `ready` on, a launch is in its timers: the first validation (`timing_s/testing`) and the steps
+(`timing_s/step`). Older verl (0.5.0) prints only Ray's line: its start-up then has that one phase. The times are
+the container's local time, as the launcher's stamp is UTC: a start-up whose first milestone comes before its
+launch, or more than an hour after it, is read from Ray's line on (the two clocks disagree).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+_TIME = r"(?P<t>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
+MILESTONES = (
+    ("ray", "Ray started", re.compile(_TIME + r"\s+INFO worker\.py:\d+ -- Started a local Ray instance")),
+    ("datasets", "verl's config, tokenizer and datasets",
+     re.compile(r"INFO:" + _TIME + r":train and validate dataloader initialized")),
+    ("models", "actor and reference models", re.compile(r"INFO:" + _TIME + r":actor and ref model engine initialized")),
+    ("rollout", "rollout engine (vLLM: weights, compile, CUDA graphs) and weight sync",
+     re.compile(r"INFO:" + _TIME + r":checkpoint engine manager initialized")),
+    ("ready", "checkpoint loaded on a resume; ready to fit",
+     re.compile(r"INFO:" + _TIME + r":all initialize finished, ready to fit")),
+)
+_STAMP = re.compile(r"^console-(\d{8}T\d{6}Z)\.log$")
+PLAUSIBLE_S = 3600.0  # a first milestone later than this after the launch: the clocks disagree
+
+
+@dataclass(frozen=True)
+class Phase:
+    key: str
+    what: str
+    seconds: float  # since the milestone before it (the launch, for the first)
+
+
+@dataclass
+class Startup:
+    log: Path
+    phases: list[Phase] = field(default_factory=list)
+    from_launch: bool = True  # False: the launch stamp and the log's clock disagree; the phases start at Ray
+
+    @property
+    def total_s(self) -> float:
+        return sum(phase.seconds for phase in self.phases)
+
+    @property
+    def reached(self) -> str:
+        return self.phases[-1].key if self.phases else ""
+
+
+def _launch_time(log: Path) -> datetime | None:
+    found = _STAMP.match(log.name)
+    if not found:
+        return None
+    return datetime.strptime(found.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+
+
+def read_startup(log: str | Path) -> Startup | None:
+    """The start-up of the launch that wrote console log `log`, or None when it printed no milestone."""
+    log = Path(log)
+    seen: dict[str, datetime] = {}
+    with open(log, "rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8", errors="replace")
+            for key, _, pattern in MILESTONES:
+                if key in seen:
+                    continue
+                match = pattern.search(line)
+                if match:
+                    seen[key] = datetime.strptime(match.group("t"), "%Y-%m-%d %H:%M:%S,%f").replace(
+                        tzinfo=timezone.utc)
+            if "ready" in seen:
+                break
+    if not seen:
+        return None
+    startup = Startup(log)
+    previous = _launch_time(log)
+    first = min(seen.values())
+    if previous is None or not 0 <= (first - previous).total_seconds() <= PLAUSIBLE_S:
+        startup.from_launch, previous = False, None
+    for key, what, _ in MILESTONES:
+        if key not in seen:
+            continue
+        if previous is not None:
+            startup.phases.append(Phase(key, what, (seen[key] - previous).total_seconds()))
+        previous = seen[key]
+    return startup
+
+
+def run_startups(log_paths: list[Path]) -> list[Startup]:
+    """The start-up of each launch whose console log is among (or beside) `log_paths`, in launch order: a launch
+    logged as metrics-<stamp>.jsonl has its console-<stamp>.log next to it."""
+    consoles = []
+    for path in log_paths:
+        console = path if path.name.startswith("console-") else path.with_name(
+            "console-" + path.name.removeprefix("metrics-").removesuffix(".jsonl") + ".log")
+        if console.is_file() and console not in consoles:
+            consoles.append(console)
+    return [s for s in (read_startup(c) for c in sorted(consoles, key=lambda p: p.name)) if s is not None]
