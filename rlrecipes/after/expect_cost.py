@@ -1,6 +1,8 @@
-"""The cost of a run beside its outcome: s/step and peak memory against the contract's reference, which was
-measured on one GPU model and is compared only with a run on that model (rlrecipes.after.verdict: shown,
-counted in the verdict only under `--strict`)."""
+"""The cost of a run beside its outcome: s/step, peak memory and start-up against the contract's reference, which
+was measured on one GPU model and is compared only with a run on that model (rlrecipes.after.verdict: shown,
+counted in the verdict only under `--strict`). The start-up is the run's first launch's, from its start to verl's
+"ready to fit" (rlrecipes/verl/startup.py); a run whose console logs mark no start-up has no such line unless the
+contract names a reference."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import re
 from rlrecipes import reference
 from rlrecipes.reference import same_gpu
 from rlrecipes.after.verdict import COST, MET, MISSED, NOT_MEASURED, Check, RunFacts
-from rlrecipes.recipe.expect_schema import Figure, NotMeasured, ProfileExpect
+from rlrecipes.recipe.expect_schema import STARTUP, Figure, NotMeasured, ProfileExpect
 from rlrecipes.verl.run_metrics import steady_step_times
+from rlrecipes.verl.startup import run_startups
 
 
 def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
@@ -38,6 +41,8 @@ def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
 
 def _measured_cost(kind: str, figure: Figure, run) -> tuple[float, str, str] | str:
     """(the run's figure, its text, the unit) or why it has none."""
+    if kind == "startup":
+        return _measured_startup(run)
     if kind == "seconds":
         _, ys = steady_step_times(run)
         if not ys:
@@ -51,12 +56,30 @@ def _measured_cost(kind: str, figure: Figure, run) -> tuple[float, str, str] | s
     return ys[peak], f"{ys[peak]:.2f} GiB (step {xs[peak]})", "GiB"
 
 
+def _measured_startup(run) -> tuple[float, str, str] | str:
+    """The first launch's start-up (seconds, its text, the unit), or why the logs show none."""
+    whole = _startups(run)
+    if not whole:
+        return "no console log marks it"
+    return whole[0].total_s, f"{whole[0].total_s:.0f} s", "s"
+
+
+def _startups(run) -> list:
+    return [s for s in run_startups([launch.path for launch in run.launches]) if s.from_launch and s.reached == "ready"]
+
+
+def _startup_note(run) -> str:
+    whole = _startups(run)
+    later = ", ".join(f"{s.total_s:.0f} s" for s in whole[1:])
+    return f"{whole[0].log.name}" + (f"; the later launches {later}" if later else "") if whole else ""
+
+
 def _cost_check(name: str, kind: str, figure: Figure, run, settings, facts: RunFacts) -> Check:
     value, how = _figure_value(figure, settings)
     if value is None:
         return Check(name, figure.metric, "-", "-", NOT_MEASURED, how, part=COST, required=False)
     limit = value * (1 + figure.tolerance)
-    unit = "s" if kind == "seconds" else "GiB"
+    unit = "GiB" if kind == "memory" else "s"
     expected = f"<= {limit:.2f} {unit} ({value:.2f} +{figure.tolerance:.0%})"
     measured = _measured_cost(kind, figure, run)
     if isinstance(measured, str):
@@ -72,22 +95,30 @@ def _cost_check(name: str, kind: str, figure: Figure, run, settings, facts: RunF
     if not math.isfinite(number):
         return Check(name, figure.metric, expected, text, MISSED, "not a number", part=COST, required=False)
     shown = f"{text}, {number / value:.2f}x the reference {value:.2f} {unit} on {figure.gpu}"
-    return Check(name, figure.metric, expected, shown, MET if number <= limit else MISSED, f"from {how}", part=COST,
+    detail = f"from {how}" + (f"; {_startup_note(run)}" if kind == "startup" else "")
+    return Check(name, figure.metric, expected, shown, MET if number <= limit else MISSED, detail, part=COST,
                  required=False)
 
 
 def profile_checks(entry: ProfileExpect | NotMeasured, profile: str, run, settings, facts: RunFacts) -> list[Check]:
     names = (f"s/step on {profile} (steady state: no launch's first step, no validation step)",
-             f"peak memory on {profile} (max over steps)")
+             f"peak memory on {profile} (max over steps)",
+             f"start-up on {profile} (the first launch to verl's 'ready to fit')")
     if isinstance(entry, NotMeasured):
-        return [Check(name, "-", "-", "-", NOT_MEASURED, entry.reason, part=COST, required=False) for name in names]
+        return [Check(name, "-", "-", "-", NOT_MEASURED, entry.reason, part=COST, required=False)
+                for name in names[:2]]
     checks = []
     for name, figure, kind in ((names[0], entry.seconds_per_step, "seconds"),
-                               (names[1], entry.peak_memory_gib, "memory")):
-        if isinstance(figure, NotMeasured):
+                               (names[1], entry.peak_memory_gib, "memory"),
+                               (names[2], entry.startup_seconds, "startup")):
+        if figure is None:  # no start-up reference: the run's own is shown when its logs mark one
+            measured = _measured_startup(run)
+            if not isinstance(measured, str):
+                checks.append(Check(name, STARTUP, "-", measured[1], NOT_MEASURED,
+                                    f"not compared: the contract names no start-up reference; {_startup_note(run)}",
+                                    part=COST, required=False))
+        elif isinstance(figure, NotMeasured):
             checks.append(Check(name, "-", "-", "-", NOT_MEASURED, figure.reason, part=COST, required=False))
         else:
             checks.append(_cost_check(name, kind, figure, run, settings, facts))
     return checks
-
-

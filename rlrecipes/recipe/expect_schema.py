@@ -26,6 +26,8 @@ from rlrecipes.verl.run_metrics import STEP_TIME
 EVAL_METRICS = ("accuracy", "flexible_accuracy")
 # A misspelled metric would read as "not measured" and pass, so a contract names only metrics verl logs:
 VALIDATION_PREFIXES = ("val-core/", "val-aux/", "val/")  # verl's validation metrics (0.5.0: val/test_score/)
+# a launch's start-up, read from its console log (rlrecipes/verl/startup.py), not a logged metric
+STARTUP = "launch to ready to fit"
 MEMORY_METRICS = tuple(f"{actor}perf/max_memory_{kind}_gb" for actor in ("", "actor/")  # 0.5.0: no actor/
                        for kind in ("allocated", "reserved"))
 ROLLOUT_CORR_PREFIX = "rollout_corr/"  # verl >= 0.9's rollout-correction metrics (docs/bench/gpu-hopper.md)
@@ -90,6 +92,7 @@ class Figure:
 class ProfileExpect:
     seconds_per_step: Figure | NotMeasured
     peak_memory_gib: Figure | NotMeasured
+    startup_seconds: Figure | NotMeasured | None = None  # None: the contract names no start-up reference
 
 
 @dataclass(frozen=True)
@@ -266,7 +269,11 @@ def _figure(data: Any, where: str, kind: str) -> Figure | NotMeasured:
     tolerance = _number(data["tolerance"], f"{where}.tolerance")
     if tolerance < 0:
         raise RecipeError(f"tolerance must be >= 0, got {tolerance}", where=f"{where}.tolerance")
-    metric = _metric(data["metric"], f"{where}.metric", MEMORY_METRICS) if kind == "memory" else STEP_TIME
+    metric = {"memory": None, "seconds": STEP_TIME, "startup": STARTUP}[kind] or _metric(
+        data["metric"], f"{where}.metric", MEMORY_METRICS)
+    if kind == "startup" and "ref" in data:
+        raise RecipeError("a start-up figure is a value with its source; rlrecipes/reference.py records none",
+                          where=f"{where}.ref")
     if ("value" in data) == ("ref" in data):
         raise RecipeError("give value (with source) or ref, one of the two", where=where)
     if "ref" in data:
@@ -333,10 +340,12 @@ def parse_expect(data: Any, where: str, profiles: tuple[str, ...], test_rows: in
         if skipped:
             parsed[name] = skipped
             continue
-        _strict(entry, {"seconds_per_step": True, "peak_memory_gib": True}, f"{at}.{name}")
+        _strict(entry, {"seconds_per_step": True, "peak_memory_gib": True, "startup_seconds": False}, f"{at}.{name}")
         parsed[name] = ProfileExpect(
             seconds_per_step=_figure(entry["seconds_per_step"], f"{at}.{name}.seconds_per_step", "seconds"),
-            peak_memory_gib=_figure(entry["peak_memory_gib"], f"{at}.{name}.peak_memory_gib", "memory"))
+            peak_memory_gib=_figure(entry["peak_memory_gib"], f"{at}.{name}.peak_memory_gib", "memory"),
+            startup_seconds=(_figure(entry["startup_seconds"], f"{at}.{name}.startup_seconds", "startup")
+                             if "startup_seconds" in entry else None))
     return Expectations(
         accuracy=_accuracy(data["accuracy"], f"{where}.accuracy", test_rows),
         reward=_reward(data["reward"], f"{where}.reward"),

@@ -343,6 +343,14 @@ SCHEMA = [
     (f"{A100}.seconds_per_step.gpu", "NVIDIA H200", f"{A100}.seconds_per_step.gpu", "a ref's gpu is its record's"),
     ("expect.profiles.h200-141gb.peak_memory_gib.metric", "actor/perf/max_memory_reserved_gb",
      "expect.profiles.h200-141gb.peak_memory_gib.ref", "has no phase measured as actor/perf/max_memory_reserved_gb"),
+    # start-up: optional, a value with its source and GPU (rlrecipes/reference.py records none)
+    (f"{A100}.startup_seconds", {"value": 240, "tolerance": 0.6, "source": "docs/bench/gpu.md",
+                                 "gpu": "NVIDIA A100-SXM4-80GB"}, "expect", None),
+    (f"{A100}.startup_seconds", {"ref": "a100-4x-3b-grpo-lora-step", "tolerance": 0.6},
+     f"{A100}.startup_seconds.ref", "a start-up figure is a value with its source"),
+    (f"{A100}.startup_seconds", {"value": 240, "tolerance": 0.6, "source": "docs/bench/gpu.md", "gpu": "any GPU"},
+     f"{A100}.startup_seconds.gpu", "a cost is measured on one GPU model, not 'any GPU'"),
+    (f"{A100}.start_up_seconds", {"value": 240}, f"{A100}.start_up_seconds", "unknown key 'start_up_seconds'"),
 ]
 
 

@@ -229,6 +229,7 @@ def test_the_printed_verdict_fits_80_columns(capsys, tmp_path, monkeypatch):
         "  met     merged vs last: 0.4648 on 512 problems vs 0.4688 at step 60 (-0.0039)",
         "  missed  s/step: 10.26 s (53 steps), 2.00x the reference 5.13 s on NVIDIA H200",
         "  met     memory: 0.79 GiB (step 3), 0.38x the reference 2.08 GiB on NVIDIA H200",
+        "  skipped start-up: no console log marks it; from docs/bench/gpu-overhead.md",
         "outcome: MET (8 met, 0 missed, 0 not measured)",
         "cost: MISSED, shown only (--strict makes it count)",
         "verdict: MET",

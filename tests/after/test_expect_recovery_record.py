@@ -42,7 +42,8 @@ def test_its_step_time_is_a_cost_counted_only_under_strict(capsys):
     (step,) = [c for c in result["checks"] if c["name"].startswith("s/step")]
     assert step["status"] == "missed" and "1.57x the reference 5.13 s on NVIDIA H200" in step["value"]
     assert step["part"] == "cost" and not step["required"]
-    assert result["cost"]["counts"] == {"met": 1, "missed": 1, "not measured": 0}
+    # its console logs were not brought back: no start-up to compare
+    assert result["cost"]["counts"] == {"met": 1, "missed": 1, "not measured": 1}
 
 
 FILLED = RUN.parents[1] / "recovery-faults-hopper-3" / "logs"
