@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# GPU: the canary's start-up, lever by lever, on one host (issue 36; docs/bench/gpu-overhead.md). Each lever is
+# `make train RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper` from step 0 (a checkpoint and log folder of its
+# own), three steps, no validation, no save -- long enough to pass "ready to fit" and time two steady steps --
+# inside the image's environment, one after another, sharing one CACHE_DIR:
+#
+#   shipped-cold   as shipped, the host's first launch (empty CACHE_DIR, cold page cache)
+#   shipped-warm   as shipped again: what a host's second launch gains with verl's vLLM compile cache off
+#   vllm-cache-1   VLLM_DISABLE_COMPILE_CACHE=0 (verl sets 1 unless the launch's environment sets it): vLLM
+#                  compiles and writes its cache under CACHE_DIR/vllm
+#   vllm-cache-2   the same again: vLLM reads that cache (against shipped-warm: what the cache saves)
+#   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
+#                  start-up against its step time: generation without graphs)
+#
+# LEVERS picks and orders them (default: all five, as above). Each lever's console log and metrics are copied to
+# /root/w/out/levers/<lever>/ as soon as it ends, so what a cut-short sitting finished comes back; the table is
+# benchmarks/gpu/startup_table.py over those folders once they are under docs/bench/gpu-data/.
+# Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
+# JOB=benchmarks/gpu/startup_levers.sh); follow with benchmarks/gpu/job_follow.sh.
+set -uo pipefail
+W=/root/w/levers
+# shellcheck source=benchmarks/gpu/canary_recovery_common.sh
+. /root/repo/benchmarks/gpu/canary_recovery_common.sh
+record_env > "$O/env.txt" 2>&1
+read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm vllm-cache-1 vllm-cache-2 eager}"
+SHORT=(trainer.total_training_steps=3 trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1)
+
+stamp "assets"
+python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/assets.log" 2>&1
+stamp "assets: exit $?"
+
+for lever in "${levers[@]}"; do
+  extra=() lever_env=()
+  case $lever in
+    shipped-cold|shipped-warm) ;;
+    vllm-cache-1|vllm-cache-2) lever_env=(VLLM_DISABLE_COMPILE_CACHE=0) ;;
+    eager) extra=(actor_rollout_ref.rollout.enforce_eager=True) ;;
+    *) stamp "$lever: unknown lever, skipped"; continue ;;
+  esac
+  stamp "$lever: make train ${SHORT[*]} ${extra[*]-} ${lever_env[*]-}"
+  env ${lever_env[@]+"${lever_env[@]}"} CKPT_DIR="$W/ckpt-$lever" LOG_DIR="$W/logs-$lever" \
+    make train RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="${SHORT[*]} ${extra[*]-}" > "$O/$lever.log" 2>&1
+  code=$?
+  mkdir -p "$O/levers/$lever"
+  cp "$W/logs-$lever/$RECIPE"/console-*.log "$W/logs-$lever/$RECIPE"/metrics-*.jsonl "$O/levers/$lever/" 2>/dev/null
+  stamp "$lever: exit $code; $(grep -ac 'step:[0-9]' "$O/levers/$lever"/console-*.log 2>/dev/null || echo 0) step line(s)"
+  sleep 10  # the GPU memory the launch frees, as the next one finds it
+done
+stamp "all done"
+touch "$O/DONE"
