@@ -21,6 +21,7 @@ from rlrecipes.watchdog.status import STATUS_VERSION, MetricsServer, write_statu
 log = logging.getLogger("rlrecipes.watchdog")
 
 DEFAULT_GRACE_S = 300.0
+REPEAT_S = 600.0  # an error finding that lasts is logged again this often
 # Kept on the checkpoint volume so that the status file can still be written once the volume is full: the one
 # moment the status matters most (the trainer's save just failed; the healthcheck and the stop guard read it).
 RESERVE_BYTES = 256 << 10  # a status file is a few KiB; one with hundreds of steps listed still fits
@@ -63,6 +64,8 @@ class Watchdog:
         self.progress = (Progress(list(config.progress), config.stall_after_s, config.stall_startup_s,
                                   config.total_steps) if config.progress else None)
         self.last_status: dict = {}
+        self._said: dict[tuple[str, str], float] = {}  # an error finding (code, experiment) -> when last logged
+        self._since: dict[tuple[str, str], float] = {}  # ... -> when first logged
 
     def room_bytes(self, root_bytes: int) -> tuple[int | None, actions.DiskUsage]:
         usage = actions.disk_usage(self.root)
@@ -106,9 +109,7 @@ class Watchdog:
             progress["saving"] = saving
             if stalled and not saving:  # a long save is progress too
                 findings.append(Finding("", "error", "run-stalled", message, self.progress.step))
-        for f in findings:
-            if f.severity == "error":
-                log.error("%s%s", f"{f.experiment}: " if f.experiment else "", f.message)
+        self._log_errors(findings, now)
         hogs = self._hogs()
         status = self._status(scan, decided, findings, done, usage, hogs, now, time.perf_counter() - started)
         status["progress"] = progress
@@ -117,6 +118,22 @@ class Watchdog:
         if self.metrics:
             self.metrics.update(status)
         return status
+
+    def _log_errors(self, findings: list[Finding], now: float) -> None:
+        """Each error finding once when it appears, again every REPEAT_S while it lasts (its figures change from
+        pass to pass), and an info line when it is gone: a volume full for hours is a handful of lines, not one
+        every pass."""
+        errors = {(f.code, f.experiment): f for f in findings if f.severity == "error"}
+        for key, f in errors.items():
+            said = self._said.get(key)
+            if said is None or now - said >= REPEAT_S:
+                log.error("%s%s%s", f"{f.experiment}: " if f.experiment else "", f.message,
+                          f" (still, for {now - self._since[key]:.0f} s)" if said is not None else "")
+                self._said[key] = now
+                self._since.setdefault(key, now)
+        for key in [k for k in self._said if k not in errors]:
+            log.info("%s%s cleared after %.0f s", f"{key[1]}: " if key[1] else "", key[0], now - self._since[key])
+            del self._said[key], self._since[key]
 
     def _write_status(self, status: dict) -> None:
         """Write the status file; on a full volume, give up the reserve for it and say the disk is full."""

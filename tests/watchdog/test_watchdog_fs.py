@@ -694,3 +694,29 @@ def test_a_checkpoint_saved_by_verls_own_checkpoint_manager_is_complete(run_in_v
     assert (step["state"], step["deleted"]) == ("damaged", False)  # kept for salvage, and loud
     assert "model_world_size_1_rank_0.pt is truncated" in step["problem"]
     assert status["healthy"] is False
+
+
+def test_an_error_that_lasts_is_logged_when_it_starts_every_ten_minutes_and_when_it_clears(tmp_path, monkeypatch,
+                                                                                            caplog):
+    """A budget that cannot hold the next save (a full volume) lasts for hours: one ERROR when it starts, one
+    every REPEAT_S while it lasts, an INFO line when it is gone -- not a line every pass (compose's pass is 30 s)."""
+    from rlrecipes.watchdog import runner
+
+    root = tmp_path / "ckpt"
+    save_checkpoint(root / "run", 1, world_size=1, shard_bytes=64 * 1024)
+    age(root)
+    clock = [1_800_000_000.0]
+    monkeypatch.setattr(runner.time, "time", lambda: clock[0])
+    dog = Watchdog(WatchdogConfig(root=root, retention=Retention(2, None, 60.0), quota_bytes=1, interval_s=30.0))
+    with caplog.at_level(logging.INFO, logger="rlrecipes.watchdog"):
+        for _ in range(41):  # 20 minutes of 30 s passes
+            assert any(f["code"] == "budget-exceeded" for f in dog.run_once()["findings"])
+            clock[0] += 30
+        dog.config.quota_bytes = None  # room again
+        dog.run_once()
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "budget" in r.getMessage()
+            or "cleared" in r.getMessage()]
+    assert [level for level, _ in said] == ["ERROR", "ERROR", "ERROR", "INFO"], said
+    assert "(still" not in said[0][1] and said[1][1].endswith("(still, for 600 s)")
+    assert said[2][1].endswith("(still, for 1200 s)")
+    assert said[3][1] == "budget-exceeded cleared after 1230 s"
