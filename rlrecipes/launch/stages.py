@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.errors import RecipeError, StageFailed
+from rlrecipes.fsutil import human_bytes
 from rlrecipes.paths import repo_root
 from rlrecipes.process import Ended, run_forwarding, signal_name
 from rlrecipes.recipe.load import ResolvedRun
-from rlrecipes.verl.checkpoints import read_tracker
+from rlrecipes.verl.checkpoints import read_tracker, step_dir, step_dir_name, tree_stats
 from rlrecipes.verl.stopguard import EXIT_STALLED, fresh_status
 
 STALL_RESTARTS_DEFAULT = 3
@@ -104,14 +105,14 @@ def volume_full(ckpt_dir: Path, status_file: Path | None, now: float | None = No
     step = checkpoint_step(ckpt_dir)
     if step is None:
         return None
+    size = tree_stats(step_dir(ckpt_dir, step)).bytes
     try:
-        size = sum(f.stat().st_size for f in (ckpt_dir / f"global_step_{step}").rglob("*") if f.is_file())
         free = shutil.disk_usage(ckpt_dir).free
     except OSError:
         return None
     if free >= size:
         return None
-    return f"{free / 2**20:.1f} MiB free on it, and a checkpoint (global_step_{step}) takes {size / 2**20:.1f} MiB"
+    return f"{human_bytes(free)} free on it, and a checkpoint ({step_dir_name(step)}) takes {human_bytes(size)}"
 
 
 def compile_caches(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
