@@ -12,9 +12,12 @@
 #   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
 #                  start-up against its step time: generation without graphs)
 #
-# LEVERS picks and orders them (default: all five, as above). Each lever's console log and metrics are copied to
-# /root/w/out/levers/<lever>/ as soon as it ends, so what a cut-short sitting finished comes back; the table is
-# benchmarks/gpu/startup_table.py over those folders once they are under docs/bench/gpu-data/.
+# After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
+# the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
+# in a user's `make reproduce`, comes first all the same). LEVERS picks and orders the levers (default: all five,
+# as above). Each lever's console log and metrics are copied to /root/w/out/levers/<lever>/ as soon as it ends,
+# so what a cut-short sitting finished comes back; the table is benchmarks/gpu/startup_table.py over those
+# folders once they are under docs/bench/gpu-data/.
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/startup_levers.sh); follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
@@ -46,5 +49,11 @@ for lever in "${levers[@]}"; do
   stamp "$lever: exit $code; $(grep -ac 'step:[0-9]' "$O/levers/$lever"/console-*.log 2>/dev/null || echo 0) step line(s)"
   sleep 10  # the GPU memory the launch frees, as the next one finds it
 done
+# What "launch to Ray started" holds before Ray: the driver's imports (verl's main_ppo; vLLM, as its workers
+# import it), on the host the levers have warmed.
+stamp "imports"
+python3 -X importtime -c 'import verl.trainer.main_ppo' 2> "$O/importtime-main_ppo.txt"
+python3 -c "import time; t = time.perf_counter(); import vllm; print(f'{time.perf_counter() - t:.1f} s')" \
+  > "$O/import-vllm.txt" 2>/dev/null
 stamp "all done"
 touch "$O/DONE"
