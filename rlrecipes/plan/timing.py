@@ -1,6 +1,6 @@
 """How long a run takes: the measured figure that applies (rlrecipes/reference.py), scaled to the run, as a range
 from responses at the recorded run's mean length to responses at the maximum, plus what the recorded run timed of
-validation and saves, its phases and MFU. The plan stage's, since it reads the recorded run's metrics file
+validation and saves and its start-up (its console log: rlrecipes/verl/startup.py), its phases and MFU. The plan stage's, since it reads the recorded run's metrics file
 (rlrecipes/verl/run_metrics.py), which the reference layer may not import."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rlrecipes.paths import repo_root
 from rlrecipes.reference import Throughput, same_gpu, step_seconds_at, throughput_for
 from rlrecipes.verl.run_metrics import load_run, phase_medians, steady_step_times
+from rlrecipes.verl.startup import run_startups
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class RecordedRun:
     mean_response_length: float | None   # response_length/mean over the steady steps the figure is from
     phases: dict = field(default_factory=dict)  # phase -> {metric, median_s, steps, source}
     mfu: dict = field(default_factory=dict)     # perf/mfu/* -> {median, steps, source}
+    startup_seconds: float | None = None        # its first launch to verl's "ready to fit" (its console log)
+    startup_log: str = ""
 
 
 def recorded_run(t: Throughput) -> RecordedRun | str:
@@ -34,10 +37,13 @@ def recorded_run(t: Throughput) -> RecordedRun | str:
     steady, _ = steady_step_times(run)
     lengths = [run.steps[x]["response_length/mean"] for x in steady if "response_length/mean" in run.steps[x]]
     medians = phase_medians(run)
+    startups = [s for s in run_startups([path]) if s.from_launch and s.reached == "ready"]
     return RecordedRun(
         source=t.metrics, mean_response_length=sum(lengths) / len(lengths) if lengths else None,
         phases={name: {**v, "source": t.metrics} for name, v in medians["phases"].items()},
-        mfu={key: {**v, "source": t.metrics} for key, v in medians["mfu"].items()})
+        mfu={key: {**v, "source": t.metrics} for key, v in medians["mfu"].items()},
+        startup_seconds=startups[0].total_s if startups else None,
+        startup_log=str(startups[0].log.relative_to(repo_root())) if startups else "")
 
 
 def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -> int:
@@ -48,6 +54,9 @@ def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -
 
 
 STARTUP_NOT_RECORDED = "not recorded (no record times model loading and vLLM start-up)"
+# a start-up as recorded: the run's first launch; a host's second launch was faster, another host slower
+STARTUP_RECORDED = ("{seconds:.0f} s as recorded (launch to verl's 'ready to fit', a host's first launch; each "
+                    "resume pays it again: docs/bench/gpu-overhead.md)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,7 @@ class TimeEstimate:
     saves: int
     save_seconds: float | None            # one checkpoint save as recorded (timing_s/save_checkpoint)
     startup: str
+    startup_seconds: float | None         # the recorded run's start-up, in the totals; None: not recorded
     low_total_seconds: float | None       # steps at the low end + what is recorded of validation and saves
     high_total_seconds: float | None
     record: str                           # the recorded run's metrics file, or why there is none
@@ -112,14 +122,17 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
     # a validation's time belongs to the recipe's test set: only a record of this recipe has it
     validation = phases.get("validation", {}).get("median_s") if t.recipe == recipe else None
     save = phases.get("save", {}).get("median_s") if t.recipe == recipe else None
-    extra = validations * (validation or 0.0) + saves * (save or 0.0)
+    # and so does its start-up (the model, the engine): only a record of this recipe has it
+    startup = rec.startup_seconds if isinstance(rec, RecordedRun) and t.recipe == recipe else None
+    extra = validations * (validation or 0.0) + saves * (save or 0.0) + (startup or 0.0)
     return TimeEstimate(
         seconds_per_step=per_step, total_seconds=per_step * total_steps if total_steps else None,
         covers=covers, kind=t.kind, measured=t.value, measured_on=t.measured_on, source=t.source, gpu=t.gpu,
         profile_gpu=profile_gpu, same_gpu=same_gpu(profile_gpu, t.gpu), scaled=scaled,
         max_response_length=max_response_length, recorded_mean_length=mean, low_seconds_per_step=low,
         validations=validations, validation_seconds=validation, saves=saves, save_seconds=save,
-        startup=STARTUP_NOT_RECORDED,
+        startup=STARTUP_RECORDED.format(seconds=startup) if startup is not None else STARTUP_NOT_RECORDED,
+        startup_seconds=startup,
         low_total_seconds=low * total_steps + extra if total_steps and low is not None else None,
         high_total_seconds=per_step * total_steps + extra if total_steps else None,
         record=rec.source if isinstance(rec, RecordedRun) else rec,

@@ -16,6 +16,7 @@ from rlrecipes.plan.plan import build_plan
 from rlrecipes.recipe.load import resolve
 from rlrecipes import reference
 from rlrecipes.plan import timing
+from rlrecipes.verl.startup import read_startup
 from rlrecipes.reference import THROUGHPUTS, throughput_for
 
 GRPO = "qwen2.5-3b-gsm8k-grpo-lora"
@@ -179,9 +180,13 @@ def test_canary_range_runs_from_the_recorded_mean_length_to_the_maximum():
     save = statistics.median(m["timing_s/save_checkpoint"] for m in steps.values() if "timing_s/save_checkpoint" in m)
     assert time["validation_seconds"] == pytest.approx(val) and time["save_seconds"] == pytest.approx(save)
     assert time["validations"] == 7 and time["saves"] == 2  # 60 steps: before training + every 10th; 30 and 60
-    assert time["high_total_seconds"] == pytest.approx(60 * time["seconds_per_step"] + 7 * val + 2 * save)
-    assert time["low_total_seconds"] == pytest.approx(60 * 5.13 + 7 * val + 2 * save)
-    assert time["startup"].startswith("not recorded")
+    # and its start-up, once: the recorded launch's console log, launch to verl's "ready to fit"
+    console = REPO / reference.CANARY_HOPPER_METRICS.replace("metrics-", "console-").replace(".jsonl", ".log")
+    startup = read_startup(console).total_s
+    assert time["startup_seconds"] == pytest.approx(startup) and 200 < startup < 300
+    assert time["startup"].startswith(f"{startup:.0f} s as recorded (launch to verl's 'ready to fit'")
+    assert time["high_total_seconds"] == pytest.approx(60 * time["seconds_per_step"] + 7 * val + 2 * save + startup)
+    assert time["low_total_seconds"] == pytest.approx(60 * 5.13 + 7 * val + 2 * save + startup)
     # measured on an H200; the profile is any sm_90+ GPU: said, not hidden
     assert time["gpu"] == "NVIDIA H200" and time["same_gpu"] is False
     # phases and MFU: medians over the recorded steps (step 1, start-up, left out), each naming its file
@@ -195,13 +200,16 @@ def test_canary_range_runs_from_the_recorded_mean_length_to_the_maximum():
 def test_plan_cli_prints_the_range_and_which_gpu_it_was_measured_on(capsys):
     assert main(["plan", CANARY, "--profile", "any-1gpu-hopper"]) == 0
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())
-    assert "5.5-6.9 min for 60 steps: 5.1-6.6 s/step" in out
-    assert "7 validation(s) x 2.8 s" in out and "start-up not recorded" in out
+    assert "9.5-10.9 min for 60 steps: 5.1-6.6 s/step" in out
+    # docs/hardware.md quotes the same range (the figure plan prints, not a second one)
+    assert "| 9.5-10.9 min for 60 steps: 5.1-6.6 s/step" in (REPO / "docs" / "hardware.md").read_text()
+    assert "7 validation(s) x 2.8 s" in out and "start-up 243 s as recorded" in out
     assert "measured on NVIDIA H200, not this profile's GPU (any NVIDIA GPU (sm_90+))" in out
     assert main(["plan", GRPO, "--profile", "h200-141gb"]) == 0
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())
     assert "measured on this profile's GPU model (NVIDIA H200)" in out
     assert "8 validation(s): time not recorded" in out  # the 3B record has no validation
+    assert "start-up not recorded" in out  # nor a console log beside its metrics
     assert "update_actor 26.39" in out and "MFU actor 0.283" in out
 
 
