@@ -99,7 +99,8 @@ def volume_full(ckpt_dir: Path, status_file: Path | None, now: float | None = No
     """Why a failed launch's checkpoint volume could not take a save, or None: the watchdog's finding when its
     status is fresh, else the free space against the size of the newest whole checkpoint."""
     status = fresh_status(status_file, time.time() if now is None else now)
-    for finding in (status or {}).get("findings") or []:
+    findings = status.get("findings") if status else None
+    for finding in findings if isinstance(findings, list) else []:  # a malformed status says nothing
         if isinstance(finding, dict) and finding.get("code") in DISK_FINDINGS:
             return f"the watchdog: {finding.get('message')}"
     step = checkpoint_step(ckpt_dir)

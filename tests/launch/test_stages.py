@@ -226,6 +226,11 @@ def test_without_a_watchdog_the_free_space_is_weighed_against_a_checkpoint(tmp_p
                                                   "3.0 MiB")
     monkeypatch.setattr(stages.shutil, "disk_usage", lambda path: usage._replace(free=4 * 2**20))
     assert stages.volume_full(tmp_path, None) is None
+    # a malformed watchdog status is no finding (and no crash of the stage that reads it)
+    status = tmp_path / "status.json"
+    for findings in (5, "disk-full", {"code": "disk-full"}, [None, "disk-full"]):
+        status.write_text(json.dumps({"time": time.time(), "interval_s": 5, "findings": findings}))
+        assert stages.volume_full(tmp_path, status) is None
 
 
 def test_relaunches_are_bounded(tmp_path):
