@@ -86,8 +86,8 @@ def stop_latch() -> Iterator[None]:
     """Note the stop signals that reach this process while no child runs, instead of dying of them: the next
     `run_forwarding` then starts nothing and reports the first of them (see the module's docstring)."""
     global _latched
-    outer, _latched = _latched, []
-    latched = _latched
+    latched: list[int] = []
+    outer, _latched = _latched, latched
     previous = {sig: signal.signal(sig, lambda signum, _frame: latched.append(signum)) for sig in STOP_SIGNALS}
     try:
         yield

@@ -14,7 +14,7 @@ from rlrecipes.reference import same_gpu
 from rlrecipes.after.verdict import COST, MET, MISSED, NOT_MEASURED, Check, RunFacts
 from rlrecipes.recipe.expect_schema import STARTUP, Figure, NotMeasured, ProfileExpect
 from rlrecipes.verl.run_metrics import steady_step_times
-from rlrecipes.verl.startup import run_startups
+from rlrecipes.verl.startup import Startup, run_startups
 
 
 def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
@@ -39,10 +39,10 @@ def _figure_value(figure: Figure, settings) -> tuple[float | None, str]:
     return scaled, how
 
 
-def _measured_cost(kind: str, figure: Figure, run) -> tuple[float, str, str] | str:
+def _measured_cost(kind: str, figure: Figure, run, startups: list[Startup]) -> tuple[float, str, str] | str:
     """(the run's figure, its text, the unit) or why it has none."""
     if kind == "startup":
-        return _measured_startup(run)
+        return _measured_startup(startups)
     if kind == "seconds":
         _, ys = steady_step_times(run)
         if not ys:
@@ -56,32 +56,27 @@ def _measured_cost(kind: str, figure: Figure, run) -> tuple[float, str, str] | s
     return ys[peak], f"{ys[peak]:.2f} GiB (step {xs[peak]})", "GiB"
 
 
-def _measured_startup(run) -> tuple[float, str, str] | str:
+def _measured_startup(startups: list[Startup]) -> tuple[float, str, str] | str:
     """The first launch's start-up (seconds, its text, the unit), or why the logs show none."""
-    whole = _startups(run)
-    if not whole:
+    if not startups:
         return "no console log marks it"
-    return whole[0].total_s, f"{whole[0].total_s:.0f} s", "s"
+    return startups[0].total_s, f"{startups[0].total_s:.0f} s", "s"
 
 
-def _startups(run) -> list:
-    return [s for s in run_startups([launch.path for launch in run.launches]) if s.from_launch and s.reached == "ready"]
+def _startup_note(startups: list[Startup]) -> str:
+    later = ", ".join(f"{s.total_s:.0f} s" for s in startups[1:])
+    return f"{startups[0].log.name}" + (f"; the later launches {later}" if later else "") if startups else ""
 
 
-def _startup_note(run) -> str:
-    whole = _startups(run)
-    later = ", ".join(f"{s.total_s:.0f} s" for s in whole[1:])
-    return f"{whole[0].log.name}" + (f"; the later launches {later}" if later else "") if whole else ""
-
-
-def _cost_check(name: str, kind: str, figure: Figure, run, settings, facts: RunFacts) -> Check:
+def _cost_check(name: str, kind: str, figure: Figure, run, settings, facts: RunFacts,
+                startups: list[Startup]) -> Check:
     value, how = _figure_value(figure, settings)
     if value is None:
         return Check(name, figure.metric, "-", "-", NOT_MEASURED, how, part=COST, required=False)
     limit = value * (1 + figure.tolerance)
     unit = "GiB" if kind == "memory" else "s"
     expected = f"<= {limit:.2f} {unit} ({value:.2f} +{figure.tolerance:.0%})"
-    measured = _measured_cost(kind, figure, run)
+    measured = _measured_cost(kind, figure, run, startups)
     if isinstance(measured, str):
         return Check(name, figure.metric, expected, "-", NOT_MEASURED, f"{measured}; from {how}", part=COST,
                      required=False)
@@ -95,7 +90,7 @@ def _cost_check(name: str, kind: str, figure: Figure, run, settings, facts: RunF
     if not math.isfinite(number):
         return Check(name, figure.metric, expected, text, MISSED, "not a number", part=COST, required=False)
     shown = f"{text}, {number / value:.2f}x the reference {value:.2f} {unit} on {figure.gpu}"
-    detail = f"from {how}" + (f"; {_startup_note(run)}" if kind == "startup" else "")
+    detail = f"from {how}" + (f"; {_startup_note(startups)}" if kind == "startup" else "")
     return Check(name, figure.metric, expected, shown, MET if number <= limit else MISSED, detail, part=COST,
                  required=False)
 
@@ -107,18 +102,19 @@ def profile_checks(entry: ProfileExpect | NotMeasured, profile: str, run, settin
     if isinstance(entry, NotMeasured):
         return [Check(name, "-", "-", "-", NOT_MEASURED, entry.reason, part=COST, required=False)
                 for name in names[:2]]
+    # each launch's start-up to "ready to fit", read from its console log once
+    startups = [s for s in run_startups([launch.path for launch in run.launches]) if s.complete]
     checks = []
     for name, figure, kind in ((names[0], entry.seconds_per_step, "seconds"),
                                (names[1], entry.peak_memory_gib, "memory"),
                                (names[2], entry.startup_seconds, "startup")):
         if figure is None:  # no start-up reference: the run's own is shown when its logs mark one
-            measured = _measured_startup(run)
-            if not isinstance(measured, str):
-                checks.append(Check(name, STARTUP, "-", measured[1], NOT_MEASURED,
-                                    f"not compared: the contract names no start-up reference; {_startup_note(run)}",
-                                    part=COST, required=False))
+            if startups:
+                checks.append(Check(name, STARTUP, "-", _measured_startup(startups)[1], NOT_MEASURED,
+                                    "not compared: the contract names no start-up reference; "
+                                    f"{_startup_note(startups)}", part=COST, required=False))
         elif isinstance(figure, NotMeasured):
             checks.append(Check(name, "-", "-", "-", NOT_MEASURED, figure.reason, part=COST, required=False))
         else:
-            checks.append(_cost_check(name, kind, figure, run, settings, facts))
+            checks.append(_cost_check(name, kind, figure, run, settings, facts, startups))
     return checks

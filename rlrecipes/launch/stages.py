@@ -43,7 +43,7 @@ from rlrecipes.fsutil import human_bytes
 from rlrecipes.paths import repo_root
 from rlrecipes.process import Ended, run_forwarding, signal_name
 from rlrecipes.recipe.load import ResolvedRun
-from rlrecipes.verl.checkpoints import read_tracker, step_dir, step_dir_name, tree_stats
+from rlrecipes.verl.checkpoints import default_status_path, read_tracker, step_dir, step_dir_name, tree_stats
 from rlrecipes.verl.stopguard import EXIT_STALLED, fresh_status
 
 STALL_RESTARTS_DEFAULT = 3
@@ -257,7 +257,7 @@ class Stages:
         """The status file the watchdog writes for this run's checkpoints (compose's sidecar and RunPod's set
         RLRECIPES_STALL_STATUS; its default is under the checkpoint root)."""
         given = self.env.get("RLRECIPES_STALL_STATUS")
-        return Path(given) if given else self.run.ckpt_dir.parent / ".watchdog" / "status.json"
+        return Path(given) if given else default_status_path(self.run.ckpt_dir.parent)
 
     # ---- after training --------------------------------------------------------------------------------
     def eval(self, *args: str) -> int:

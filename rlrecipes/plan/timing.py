@@ -1,7 +1,8 @@
 """How long a run takes: the measured figure that applies (rlrecipes/reference.py), scaled to the run, as a range
 from responses at the recorded run's mean length to responses at the maximum, plus what the recorded run timed of
-validation and saves and its start-up (its console log: rlrecipes/verl/startup.py), its phases and MFU. The plan stage's, since it reads the recorded run's metrics file
-(rlrecipes/verl/run_metrics.py), which the reference layer may not import."""
+validation and saves and its start-up (its console log: rlrecipes/verl/startup.py), its phases and MFU. The plan
+stage's, since it reads the recorded run's metrics file (rlrecipes/verl/run_metrics.py), which the reference layer
+may not import."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ class RecordedRun:
     phases: dict = field(default_factory=dict)  # phase -> {metric, median_s, steps, source}
     mfu: dict = field(default_factory=dict)     # perf/mfu/* -> {median, steps, source}
     startup_seconds: float | None = None        # its first launch to verl's "ready to fit" (its console log)
-    startup_log: str = ""
 
 
 def recorded_run(t: Throughput) -> RecordedRun | str:
@@ -37,13 +37,12 @@ def recorded_run(t: Throughput) -> RecordedRun | str:
     steady, _ = steady_step_times(run)
     lengths = [run.steps[x]["response_length/mean"] for x in steady if "response_length/mean" in run.steps[x]]
     medians = phase_medians(run)
-    startups = [s for s in run_startups([path]) if s.from_launch and s.reached == "ready"]
+    startups = [s for s in run_startups([path]) if s.complete]
     return RecordedRun(
         source=t.metrics, mean_response_length=sum(lengths) / len(lengths) if lengths else None,
         phases={name: {**v, "source": t.metrics} for name, v in medians["phases"].items()},
         mfu={key: {**v, "source": t.metrics} for key, v in medians["mfu"].items()},
-        startup_seconds=startups[0].total_s if startups else None,
-        startup_log=str(startups[0].log.relative_to(repo_root())) if startups else "")
+        startup_seconds=startups[0].total_s if startups else None)
 
 
 def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -> int:

@@ -269,8 +269,10 @@ def _figure(data: Any, where: str, kind: str) -> Figure | NotMeasured:
     tolerance = _number(data["tolerance"], f"{where}.tolerance")
     if tolerance < 0:
         raise RecipeError(f"tolerance must be >= 0, got {tolerance}", where=f"{where}.tolerance")
-    metric = {"memory": None, "seconds": STEP_TIME, "startup": STARTUP}[kind] or _metric(
-        data["metric"], f"{where}.metric", MEMORY_METRICS)
+    if kind == "memory":
+        metric = _metric(data["metric"], f"{where}.metric", MEMORY_METRICS)
+    else:
+        metric = STEP_TIME if kind == "seconds" else STARTUP
     if kind == "startup" and "ref" in data:
         raise RecipeError("a start-up figure is a value with its source; rlrecipes/reference.py records none",
                           where=f"{where}.ref")

@@ -61,6 +61,11 @@ class Startup:
     def reached(self) -> str:
         return self.phases[-1].key if self.phases else ""
 
+    @property
+    def complete(self) -> bool:
+        """Timed from the launch to "ready to fit": a whole start-up, one to compare."""
+        return self.from_launch and self.reached == "ready"
+
 
 def _launch_time(log: Path) -> datetime | None:
     found = _STAMP.match(log.name)

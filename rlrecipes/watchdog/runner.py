@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.watchdog import actions
-from rlrecipes.verl.checkpoints import WATCHDOG_DIR, Experiment, StepCache, ZipCache, scan_root, tree_stats
+from rlrecipes.verl.checkpoints import (WATCHDOG_DIR, Experiment, StepCache, ZipCache, default_status_path, scan_root,
+                                        tree_stats)
 from rlrecipes.fsutil import atomic_write_bytes, human_bytes
 from rlrecipes.verl.resume import WRITING, Finding, write_tracker
 from rlrecipes.watchdog.policy import Decision, Retention, plan
@@ -26,10 +27,6 @@ REPEAT_S = 600.0  # an error finding that lasts is logged again this often
 # moment the status matters most (the trainer's save just failed; the healthcheck and the stop guard read it).
 RESERVE_BYTES = 256 << 10  # a status file is a few KiB; one with hundreds of steps listed still fits
 RESERVE_NAME = "reserve"
-
-
-def default_status_path(root: Path) -> Path:
-    return Path(root) / WATCHDOG_DIR / "status.json"
 
 
 @dataclass
@@ -64,8 +61,8 @@ class Watchdog:
         self.progress = (Progress(list(config.progress), config.stall_after_s, config.stall_startup_s,
                                   config.total_steps) if config.progress else None)
         self.last_status: dict = {}
-        self._said: dict[tuple[str, str], float] = {}  # an error finding (code, experiment) -> when last logged
-        self._since: dict[tuple[str, str], float] = {}  # ... -> when first logged
+        # an error finding (code, experiment) still standing -> (when first logged, when last logged)
+        self._said: dict[tuple[str, str], tuple[float, float]] = {}
 
     def room_bytes(self, root_bytes: int) -> tuple[int | None, actions.DiskUsage]:
         usage = actions.disk_usage(self.root)
@@ -125,15 +122,14 @@ class Watchdog:
         every pass."""
         errors = {(f.code, f.experiment): f for f in findings if f.severity == "error"}
         for key, f in errors.items():
-            said = self._said.get(key)
+            since, said = self._said.get(key, (now, None))
             if said is None or now - said >= REPEAT_S:
                 log.error("%s%s%s", f"{f.experiment}: " if f.experiment else "", f.message,
-                          f" (still, for {now - self._since[key]:.0f} s)" if said is not None else "")
-                self._said[key] = now
-                self._since.setdefault(key, now)
+                          f" (still, for {now - since:.0f} s)" if said is not None else "")
+                self._said[key] = (since, now)
         for key in [k for k in self._said if k not in errors]:
-            log.info("%s%s cleared after %.0f s", f"{key[1]}: " if key[1] else "", key[0], now - self._since[key])
-            del self._said[key], self._since[key]
+            since, _ = self._said.pop(key)
+            log.info("%s%s cleared after %.0f s", f"{key[1]}: " if key[1] else "", key[0], now - since)
 
     def _write_status(self, status: dict) -> None:
         """Write the status file; on a full volume, give up the reserve for it and say the disk is full."""
