@@ -80,3 +80,16 @@ def test_the_overhead_record_holds_the_table_the_script_prints():
                                     "3 min 28 s | 2 min 11 s |"])
 def test_the_reliability_record_quotes_the_same_start_up(quoted):
     assert quoted in (REPO / "docs" / "bench" / "gpu-reliability.md").read_text()
+
+
+def test_the_ranges_the_docs_quote_are_the_recorded_launches():
+    """docs/bench/gpu-overhead.md and docs/benchmarks.md quote the start-up's range and its rollout phase's: both
+    come from the recorded console logs, not typed twice."""
+    whole = [s for s in map(read_startup, sorted(RECORDS.rglob("console-*.log"))) if s is not None and s.complete]
+    totals = [s.total_s for s in whole]
+    rollout = [p.seconds for s in whole for p in s.phases if p.key == "rollout"]
+    quoted = (f"{min(totals):.0f}-{max(totals):.0f} s", f"{min(rollout):.0f}-{max(rollout):.0f} s")
+    assert quoted == ("129-368 s", "65-208 s")
+    for doc in (REPO / "docs" / "bench" / "gpu-overhead.md", REPO / "docs" / "benchmarks.md"):
+        text = " ".join(doc.read_text().split())
+        assert all(q in text for q in quoted), doc
