@@ -67,11 +67,17 @@ class Startup:
         return self.from_launch and self.reached == "ready"
 
 
+def _utc(text: str, fmt: str) -> datetime | None:
+    """`text` read as a UTC time, or None where it is no time (a cut or garbled line: no milestone)."""
+    try:
+        return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
 def _launch_time(log: Path) -> datetime | None:
     found = _STAMP.match(log.name)
-    if not found:
-        return None
-    return datetime.strptime(found.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    return _utc(found.group(1), "%Y%m%dT%H%M%SZ") if found else None
 
 
 def read_startup(log: str | Path) -> Startup | None:
@@ -85,9 +91,9 @@ def read_startup(log: str | Path) -> Startup | None:
                 if key in seen:
                     continue
                 match = pattern.search(line)
-                if match:
-                    seen[key] = datetime.strptime(match.group("t"), "%Y-%m-%d %H:%M:%S,%f").replace(
-                        tzinfo=timezone.utc)
+                at = _utc(match.group("t"), "%Y-%m-%d %H:%M:%S,%f") if match else None
+                if at is not None:
+                    seen[key] = at
             if "ready" in seen:
                 break
     if not seen:

@@ -58,6 +58,15 @@ def test_an_older_verl_has_ray_alone_and_a_log_without_milestones_has_none(tmp_p
     assert read_startup(console(tmp_path, "20261202T160000Z", "step:1 - critic/score/mean:0.1")) is None
 
 
+def test_a_garbled_time_is_no_milestone_and_a_garbled_stamp_no_launch(tmp_path):
+    log = console(tmp_path, "20261399T000000Z",
+                  "2026-12-04 12:00:30,000\tINFO worker.py:2024 -- Started a local Ray instance.",
+                  "(TaskRunnerV1 pid=1) INFO:2026-12-04 25:61:00,500:train and validate dataloader initialized, ...",
+                  "(TaskRunnerV1 pid=1) INFO:2026-12-04 12:01:10,500:all initialize finished, ready to fit")
+    startup = read_startup(log)
+    assert not startup.from_launch and [(p.key, p.seconds) for p in startup.phases] == [("ready", 40.5)]
+
+
 def test_the_report_shows_each_launchs_start_up(tmp_path):
     out = tmp_path / "report"
     assert main(["report", str(FILLED), "--out", str(out)]) == 0
