@@ -25,8 +25,9 @@ W=/root/w/faults
 mkdir -p "$CKPT_DIR"
 # KILL_AT: the tracker step whose weight sync the kill lands in (a checkpoint every SAVE_FREQ steps); FILL_AT: the
 # step, logged by a launch after the kill, after which the volume is filled (before the save of the next SAVE_FREQ).
-SAVE_FREQ="${SAVE_FREQ:-5}" KILL_AT="${KILL_AT:-5}" FILL_AT="${FILL_AT:-7}" MAX_ATTEMPTS="${MAX_ATTEMPTS:-3}"
-ARGS="trainer.save_freq=$SAVE_FREQ"
+# SAVE_FREQ= (empty): the recipe's own save_freq, i.e. the user's command with no ARGS at all.
+SAVE_FREQ="${SAVE_FREQ-5}" KILL_AT="${KILL_AT:-5}" FILL_AT="${FILL_AT:-7}" MAX_ATTEMPTS="${MAX_ATTEMPTS:-3}"
+ARGS="${SAVE_FREQ:+trainer.save_freq=$SAVE_FREQ}"
 HANG_S="${HANG_S:-150}" FREE_LEFT_MIB="${FREE_LEFT_MIB:-8}"
 
 if mount -t tmpfs -o size=256m tmpfs "$CKPT_DIR" 2>>"$O/timeline.txt"; then VOLUME="a 256 MiB tmpfs of its own"
