@@ -15,12 +15,12 @@ The edit makes both arguments take the config's choice (flash_attention_2 stays 
 config names none, as upstream).
 rollout-skip-detokenize (verl PR #7679, open): verl's vLLM rollout is token-in/token-out --
 `vLLMHttpServer.generate` reads only `outputs[0].token_ids`, the log-probs and `finish_reason` -- but vLLM's
-default `SamplingParams.detokenize=True` makes vLLM's front end detokenize every generated token. On a
-lent H200 (the 3B GRPO-LoRA recipe, 64 prompts x 5 x 1024 tokens) the GPU sat idle for the last 8-11 s of
-each ~26-28 s rollout phase while the server was still returning responses; without detokenization the
-phase took 18.2 s with no idle stretch (docs/bench/gpu-hopper-3b.md). The edit sets `detokenize=False`
-unless the request has string `stop` or `bad_words` (those need the text); `setdefault` keeps a caller's
-explicit choice.
+default `SamplingParams.detokenize=True` makes vLLM's front end detokenize every generated token. On an
+H200 without internet access (the 3B GRPO-LoRA recipe, 64 prompts x 5 x 1024 tokens) the GPU sat idle for
+the last 8-11 s of each ~26-28 s rollout phase while the server was still returning responses; without
+detokenization the phase took 18.2 s with no idle stretch (docs/bench/gpu-hopper-3b.md). The edit sets
+`detokenize=False` unless the request has string `stop` or `bad_words` (those need the text); `setdefault`
+keeps a caller's explicit choice.
 
 Each edit is data (`Edit` below): the file, optionally the exact `def` line of the function it lands in
 (and of the class, for a method), the exact anchor text, its replacement (carrying the edit's marker

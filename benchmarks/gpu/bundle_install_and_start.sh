@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Hopper stack on the lent H200, after the last part arrived: install the bundle into /root/site, record
-# the versions, then start benchmarks/gpu/smoke_hopper_stack.sh in its own session (it outlives this call while the
-# machine stays warm) and follow it with job_follow.sh until this call's time is nearly up.
+# Hopper stack on the H200 host (offline), after the last part arrived: install the bundle into /root/site,
+# record the versions, then start JOB (default benchmarks/gpu/smoke_hopper_stack.sh) in its own session (it
+# outlives this script while the host stays up) and follow it with job_follow.sh for at most $1 seconds
+# (default 480); job_follow.sh packs the results into RESULTS (default /tmp/results).
 set -uo pipefail
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+RESULTS="${RESULTS:-/tmp/results}"; mkdir -p "$RESULTS"
 bash benchmarks/gpu/bundle_carry_part.sh
 rm -rf /root/repo && mkdir -p /root/repo && cp -a . /root/repo/ && rm -rf /root/repo/.whl /root/repo/bundle
 T0=$(date +%s)

@@ -2,7 +2,7 @@
 # GPU: the learning canary on the Hopper stack (verl 0.9.1, vLLM 0.24 rollout, the LoRA adapter synced into
 # vLLM at every step) through `make reproduce`, the command a user runs, then (RUNS) its negative controls the
 # same way. The bundle is installed in /root/site and the repository copied to /root/repo by
-# benchmarks/gpu/bundle_install_and_start.sh (JOB=benchmarks/gpu/canary_hopper_stack.sh); this job outlives the call that starts it.
+# benchmarks/gpu/bundle_install_and_start.sh (JOB=benchmarks/gpu/canary_hopper_stack.sh); this job outlives the script that starts it.
 #
 #   canary    canary-grpo-lora on any-1gpu-hopper, as shipped, from nothing: `make reproduce` builds its assets,
 #             so the timeline's "canary" span is the whole canary, start-up included

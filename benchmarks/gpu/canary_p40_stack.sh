@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU: the learning canary on the P40 stack (verl 0.5.0 + scripts/patch_verl.py --image p40 + HF rollout), on a
-# host without internet. Device machine, repo root, the offline wheel bundle in .bundle/ (see
+# host without internet. Run from the repo root, the offline wheel bundle in .bundle/ (see
 # docs/bench/gpu-canary.md for how it was packed).
 #
 #   bash benchmarks/gpu/canary_p40_stack.sh SECONDS NAME:RECIPE[:REWARD]:OVERRIDE,OVERRIDE... [...]
@@ -10,14 +10,15 @@
 # CKPT_DIR/LOG_DIR, stops each after SECONDS, merges the last checkpoint of each and runs the fast
 # held-out eval on the merged model (and on the base: the warm start). REWARD: `shuffled` uses
 # rlrecipes/smoke/shuffled_reward.py (the negative control) instead of the GSM8K scorer.
-# Writes at most 8 files under $OUT.
+# Writes its results into RESULTS (default /tmp/results): the timeline, env.txt, the canary manifest and
+# runs.tgz (every run's logs, merge and eval; no weights, no data).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-OUT="${OUT:-/tmp/out}"
+RESULTS="${RESULTS:-/tmp/results}"
 W=/tmp/w
-mkdir -p "$OUT" "$W"
+mkdir -p "$RESULTS" "$W"
 T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/timeline.txt"; }
+stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$RESULTS/timeline.txt"; }
 seconds=${1:?usage: canary_p40_stack.sh SECONDS NAME:RECIPE[:REWARD]:OVERRIDES ...}
 shift
 
@@ -30,12 +31,12 @@ export PYTHONPATH="/tmp/site:$PWD"
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
   python3 -c 'import sys, torch, transformers, verl, ray, peft; print("python", sys.version.split()[0]); [print(m.__name__, m.__version__) for m in (torch, transformers, verl, ray, peft)]'
   python3 scripts/patch_verl.py --image p40 2>&1 | tail -2
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+} > "$RESULTS/env.txt" 2>&1
+cat "$RESULTS/env.txt"
 
 stamp "canary assets (SFT warm start)"
 python3 -m rlrecipes canary-assets --out "$W/assets" 2>&1 | tee "$W/assets.log" | grep -v "^sft " || true
-cp "$W/assets/models/canary-qwen2/canary-manifest.json" "$OUT/" 2>/dev/null || { cat "$W/assets.log"; exit 1; }
+cp "$W/assets/models/canary-qwen2/canary-manifest.json" "$RESULTS/" 2>/dev/null || { cat "$W/assets.log"; exit 1; }
 
 stamp "train: $*"
 pids=()
@@ -48,7 +49,7 @@ for spec in "$@"; do
     ( MODELS_DIR="$W/assets/models" DATA_DIR="$W/assets/data" CKPT_DIR="$W/runs/$name/ckpt" LOG_DIR="$W/runs/$name/logs" \
         REWARD_FN="$reward_fn" timeout -s TERM "$seconds" bash "recipes/$recipe.sh" ray_init.num_cpus=3 "${extra[@]}" \
         > "$W/runs/$name/train.out" 2>&1
-      echo "$name exit $? after $(( $(date +%s) - T0 ))s" >> "$OUT/timeline.txt" ) &
+      echo "$name exit $? after $(( $(date +%s) - T0 ))s" >> "$RESULTS/timeline.txt" ) &
     pids+=($!)
 done
 wait "${pids[@]}"
@@ -64,6 +65,6 @@ for spec in "$@"; do
     echo "== $name"; tail -8 "$r/eval.log"
 done
 stamp "merged + evaluated"
-tar -czf "$OUT/runs.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' --exclude='*.bin' \
+tar -czf "$RESULTS/runs.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' --exclude='*.bin' \
     runs assets.log 2>/dev/null
 stamp "end"

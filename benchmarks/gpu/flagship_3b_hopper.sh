@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 3B GRPO-LoRA measurement on the lent H200 (Hopper stack from the offline bundle in /root/site, the
+# The 3B GRPO-LoRA measurement on the H200 host (offline; Hopper stack from the offline bundle in /root/site, the
 # machine's torch 2.11.0+cu130), started detached by bundle_install_and_start.sh (JOB=benchmarks/gpu/flagship_3b_hopper.sh):
 #   1. the plan's prediction for these settings (rlrecipes plan --json), written before the run;
 #   2. verl (with the image's edits, scripts/patch_verl.py --image hopper): qwen2.5-3b-gsm8k-grpo-lora as
@@ -11,7 +11,7 @@
 #   3. standalone vLLM on the same model, prompts, batch and lengths with verl's engine arguments
 #      (max_num_seqs 256, verl's default): the rollout efficiency;
 #   4. optionally a second verl launch of VARIANT_STEPS steps with extra overrides, one per line in
-#      /root/w/variant.args (put there by a later call: benchmarks/gpu/flagship_3b_variant.sh; a line ENV:KEY=VALUE
+#      /root/w/variant.args (put there later by benchmarks/gpu/flagship_3b_variant.sh; a line ENV:KEY=VALUE
 #      sets an environment variable instead, e.g. ENV:RLRECIPES_VLLM_SAMPLING={"detokenize":false}), waited
 #      for at most VARIANT_WAIT seconds after step 3; /root/w/variant.skip (or nothing arriving) skips it.
 set -uo pipefail
@@ -47,8 +47,8 @@ python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" trainer.total_t
 python3 benchmarks/gpu/gpu_sampler.py "$O/gpu-samples.jsonl" --interval 0.25 &
 SAMPLER=$!
 stamp "start verl $R on $P, batch $BATCH"
-# fit_run NAME OUT WORK STEPS LIMIT INNER [overrides...]: one verl launch through fit.py (killed after LIMIT s,
-# fit.py's own timeout INNER), its marks and metrics in OUT, then the card emptied and verl's rollout phase split
+# fit_run NAME DIR WORK STEPS LIMIT INNER [overrides...]: one verl launch through fit.py (killed after LIMIT s,
+# fit.py's own timeout INNER), its marks and metrics in DIR, then the card emptied and verl's rollout phase split
 fit_run() {
   local name=$1 out=$2 work=$3 steps=$4 limit=$5 inner=$6; shift 6
   RLRECIPES_PHASE_MARKS="$out/phase-marks.jsonl" RLRECIPES_AGENT_MARKS="$out/agent-marks.jsonl" \

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Follow the detached job (smoke_hopper_stack.sh or flagship_3b_hopper.sh) for at most $1 seconds (default 540); then pack its
-# results into $OUT: one tarball of logs and JSON (no weights, no data) and the timeline beside it (at most 8
-# files come back from a call). Usage: bash benchmarks/gpu/job_follow.sh 540
+# results into RESULTS (default /tmp/results): one tarball of logs and JSON (no weights, no data) and the
+# timeline beside it. Usage: bash benchmarks/gpu/job_follow.sh 540
 set -uo pipefail
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+RESULTS="${RESULTS:-/tmp/results}"; mkdir -p "$RESULTS"
 LIMIT="${1:-540}"; T0=$(date +%s)
-# a machine that went back between two calls comes back bare: say so at once instead of waiting out LIMIT
-[ -d /root/w/out ] || { echo "no job on this machine: it is a fresh one (the last went back between calls)"; exit 3; }
+# a host that is not the one the job was started on (or was restarted since) has no job: say so at once instead
+# of waiting out LIMIT
+[ -d /root/w/out ] || { echo "no job on this host: it is a fresh one (the job's host is gone)"; exit 3; }
 while [ ! -f /root/w/out/DONE ] && [ $(( $(date +%s) - T0 )) -lt "$LIMIT" ]; do sleep 10; done
 cat /root/w/out/timeline.txt 2>/dev/null
-cp /root/w/out/timeline.txt "$OUT/" 2>/dev/null
+cp /root/w/out/timeline.txt "$RESULTS/" 2>/dev/null
 logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs; do [ -d "/root/w/$d" ] && logs+=("$d"); done
-tar -czf "$OUT/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
+tar -czf "$RESULTS/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' out "${logs[@]}" 2>/dev/null
 [ -f /root/w/out/DONE ] && echo "job finished" || echo "job still running after ${LIMIT}s"
 for f in /root/w/out/phase-peaks.txt /root/w/out/vllm-alone-*.json /root/w/out/gen-split.json \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Hopper stack's GPU proof on the lent H200 (verl 0.9.1 + vLLM 0.24.0 + transformers 5.9.0 from the
+# The Hopper stack's GPU proof on the H200 host (offline; verl 0.9.1 + vLLM 0.24.0 + transformers 5.9.0 from the
 # offline bundle in /root/site, the machine's torch 2.11.0+cu130): `rlrecipes smoke` for smoke-grpo-lora,
 # then smoke-ppo, on profile any-1gpu-vllm (vLLM rollout, BF16, SDPA) plus the overrides below.
 #   actor_rollout_ref.actor.strategy=fsdp2 / critic.strategy=fsdp2: with FSDP1 (verl's default `fsdp`)

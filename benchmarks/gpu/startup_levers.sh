@@ -16,7 +16,7 @@
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
 # in a user's `make reproduce`, comes first all the same). LEVERS picks and orders the levers (default: all five,
 # as above). Each lever's console log and metrics are copied to /root/w/out/levers/<lever>/ as soon as it ends,
-# so what a cut-short sitting finished comes back; the table is benchmarks/gpu/startup_table.py over those
+# so a cut-short sitting keeps what it finished; the table is benchmarks/gpu/startup_table.py over those
 # folders once they are under docs/bench/gpu-data/.
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/startup_levers.sh); follow with benchmarks/gpu/job_follow.sh.
