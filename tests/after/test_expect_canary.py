@@ -1,5 +1,5 @@
 """`rlrecipes expect` on the learning canary's real GPU runs (docs/bench/gpu-canary.md): the shipped and
-swept settings are met, both shuffled-reward controls and the unpatched first call are missed -- each
+swept settings are met, both shuffled-reward controls and the unpatched first GPU run are missed -- each
 for the reasons a broken run would show (flat accuracy, flat reward, a merged model that is not the
 trained one)."""
 
@@ -59,7 +59,7 @@ def test_merged_model_that_is_not_the_trained_one_is_caught(capsys):
 
 
 def test_unpatched_rollout_is_missed_without_an_eval(capsys):
-    """The first GPU call, before the rollout-position-ids fix: every response garbage, reward 0."""
+    """The first GPU run, before the rollout-position-ids fix: every response garbage, reward 0."""
     (log,) = (CANARY / "first-call-unpatched").glob("console-*.log")
     code, checks = judge(capsys, ["--log", str(log), "--recipe", "canary-grpo-lora"])
     assert code == 1

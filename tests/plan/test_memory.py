@@ -102,12 +102,12 @@ def test_p40_ppo_terms_by_hand():
     assert 12 < est.total_gib < 24
 
 
-# Peaks measured on an H200 with the allocator capped at 24 GiB (benchmarks/gpu/memory_fit.py, GPU call 1): the
+# Peaks measured on an H200 with the allocator capped at 24 GiB (benchmarks/gpu/memory_fit.py, GPU run 1): the
 # P40 recipe as shipped, real 0.5B architecture, worst-case lengths. torch.cuda.max_memory_allocated per
 # verl worker call, GiB. The estimate (without its CUDA-context term, which the allocator does not see)
 # must stay within 10% of each.
 MEASURED_P40 = {"rollout": 11.592, "log_prob": 13.024, "update_actor": 14.297, "update_critic": 11.114}
-# GPU call 3: the A100 recipe's training side on one H200 capped at 80 GiB -- 3B architecture, LoRA 64,
+# GPU run 3: the A100 recipe's training side on one H200 capped at 80 GiB -- 3B architecture, LoRA 64,
 # verl 0.5.0 with HF rollout (fp32 storage, bf16 mixed precision, SDPA, no flash-attn), micro batches 32,
 # 32 prompts x 5. These overrides are the ones benchmarks/gpu/a100_3b_training_side.sh passed.
 FIT_3B = ["+actor_rollout_ref.model.override_config._attn_implementation=sdpa",
