@@ -24,7 +24,7 @@ import json
 import statistics
 from pathlib import Path
 
-from phase_peaks import read_jsonl  # the same folder: both read the marks and samples written on the device
+from phase_peaks import read_jsonl  # the same folder: both read the marks and samples written on the GPU host
 
 
 def _stats(values: list[float]) -> dict:
