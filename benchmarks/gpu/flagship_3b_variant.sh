@@ -8,4 +8,4 @@ set -uo pipefail
 LIMIT="${1:-500}"; shift
 if [ "${1:-}" = skip ]; then touch /root/w/variant.skip
 else printf '%s\n' "$@" > /root/w/variant.args.tmp && mv /root/w/variant.args.tmp /root/w/variant.args; fi
-exec bash "$(dirname "$0")/hopper-wait.sh" "$LIMIT"
+exec bash "$(dirname "$0")/job_follow.sh" "$LIMIT"
