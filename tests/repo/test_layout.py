@@ -158,3 +158,25 @@ def test_tests_mirror_the_package():
     assert folders <= expected, folders - expected
     missing = {name for name in expected if not any((tests / name).glob("test_*.py"))}
     assert not missing, f"no tests for {missing}"
+
+
+# A script that hands over to another by path (`bash benchmarks/gpu/x.sh`, `"$(dirname "$0")/x.sh"`, `python3
+# .../x.py`) fails only when it runs, on the GPU host: flagship_3b_variant.sh exec'd a follow script
+# after it was renamed.
+_SCRIPT_REF = re.compile(r"""(?:benchmarks/gpu/|\$\(dirname "\$0"\)/)([\w.-]+\.(?:sh|py))""")
+
+
+def _script_refs(text: str) -> set[str]:
+    return set(_SCRIPT_REF.findall(text))
+
+
+def test_every_benchmark_script_named_by_another_exists():
+    folder = REPO / "benchmarks" / "gpu"
+    missing = [f"{script.name} -> {name}" for script in sorted(folder.glob("*.*")) if script.suffix in (".sh", ".py")
+               for name in sorted(_script_refs(script.read_text())) if not (folder / name).is_file()]
+    assert not missing, f"scripts named but not in benchmarks/gpu/: {missing}"
+
+
+def test_the_script_reference_check_sees_a_renamed_script():
+    refs = _script_refs('exec bash "$(dirname "$0")/hopper-wait.sh" "$LIMIT"\nbash benchmarks/gpu/job_follow.sh 540')
+    assert refs == {"hopper-wait.sh", "job_follow.sh"}
