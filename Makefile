@@ -18,6 +18,9 @@ IMAGE_FAMILY ?= p40
 RUN ?= $(RECIPE)
 # Extra Hydra overrides for plan/validate/train/resume, e.g. ARGS='trainer.total_epochs=2'; extra options for others.
 ARGS ?=
+# `make reproduce` of a recipe built offline (the canaries): the seed of its data and warm start; the run keeps to
+# seed-N/ folders of its own. Empty = the builder's seed 0 in the usual folders.
+SEED ?=
 # Head node address for ray-worker (host:port).
 HEAD ?=
 # Which image build-runpod builds on RunPod's base: a100 or hopper (H100/H200, driver >= 580).
@@ -44,6 +47,7 @@ MUTATION_ARGS ?=
 VERL_VERSIONS := 0.5.0 0.8.0 0.9.1
 VERL_STAMPS := $(foreach v,$(VERL_VERSIONS),$(VENVS)/verl-$(v)/.stamp)
 PROFILE_ARG = $(if $(PROFILE),--profile $(PROFILE))
+SEED_ARG = $(if $(SEED),--seed $(SEED))
 HOST_ENV = RLRECIPES_HOST_VENV=$(HOST_VENV) PYTHON=$(PYTHON)
 HOST_RLRECIPES = $(HOST_ENV) scripts/host-python.sh -m rlrecipes
 STAGE_ENV = RECIPE=$(RECIPE) PROFILE=$(PROFILE) GPUS=$(GPUS) $(HOST_ENV)
@@ -157,7 +161,7 @@ report: ## plots + report.md/html from RUN's logs into ./reports/RUN (after eval
 
 reproduce: ## RECIPE from nothing to its verdict: data/model, train, merge, eval, report, expect (reruns resume)
 	scripts/require-gpu.sh reproduce
-	$(STAGE_ENV) scripts/in-image.sh reproduce $(RECIPE) $(PROFILE_ARG) $(ARGS)
+	$(STAGE_ENV) scripts/in-image.sh reproduce $(RECIPE) $(PROFILE_ARG) $(SEED_ARG) $(ARGS)
 
 monitor: ## watch GPU use with nvitop (ARGS=--once prints once)
 	$(STAGE_ENV) scripts/in-image.sh nvitop $(ARGS)

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from rlrecipes.cli.arguments import recipe_arguments, resolve_recipe
+from rlrecipes.cli.arguments import recipe_arguments
 from rlrecipes.process import signal_name, stop_latch
-from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, Run, plan_stages, run_stage
+from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, Run, plan_stages, run_stage, seeded_environ
 from rlrecipes.launch.stages import checkpoint_step, require_gpu, where_it_goes_on
 
 
@@ -19,6 +19,9 @@ def reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     recipe_arguments(parser)
     parser.add_argument("--restart", action="store_true", help="forget the finished stages and start over")
     parser.add_argument("--list", action="store_true", help="print the stages and their state; run nothing")
+    parser.add_argument("--seed", type=int, default=None, metavar="N",
+                        help="build the recipe's offline model and data from seed N (canary and smoke recipes) and "
+                             "keep the run in seed-N/ folders of its own (models, data, checkpoints, logs, reports)")
 
 
 def gpu_model(inventory) -> str | None:
@@ -33,13 +36,18 @@ def say(message: str, error: bool = False) -> None:
 
 
 def reproduce(args: argparse.Namespace) -> int:
-    run = resolve_recipe(args)
-    reports_dir = Path(os.environ.get("REPORTS_DIR", REPORTS_DIR_DEFAULT))
+    from rlrecipes.recipe.load import resolve
+
+    environ = dict(os.environ) if args.seed is None else seeded_environ(dict(os.environ), args.seed)
+    run = resolve(args.recipe, profile=args.profile, overrides=args.overrides, env=environ)
+    reports_dir = Path(environ.get("REPORTS_DIR", REPORTS_DIR_DEFAULT))
     from rlrecipes.preflight.inventory import detect_inventory
 
     inventory = detect_inventory()  # once: whether this host has a GPU, and its model for expect
-    stages = plan_stages(run, list(args.overrides), reports_dir, gpu=gpu_model(inventory))
+    stages = plan_stages(run, list(args.overrides), reports_dir, gpu=gpu_model(inventory), seed=args.seed)
     identity = {"recipe": run.name, "profile": run.profile.name, "overrides": list(args.overrides)}
+    if args.seed is not None:  # only then: the state of a run started without one stays valid
+        identity["seed"] = args.seed
     state = Run(run.log_dir / STATE_FILE, identity, restart=args.restart and not args.list)
     if args.list:
         for stage in stages:
@@ -49,7 +57,7 @@ def reproduce(args: argparse.Namespace) -> int:
     to_do = [stage for stage in stages if not state.done(stage)]
     if any(stage.gpu for stage in to_do):
         require_gpu(f"rlrecipes reproduce {run.name} ({', '.join(s.name for s in to_do if s.gpu)})", inventory)
-    env = {**os.environ, "RECIPE": run.name, "PROFILE": run.profile.name, **run.paths}
+    env = {**environ, "RECIPE": run.name, "PROFILE": run.profile.name, **run.paths, "REPORTS_DIR": str(reports_dir)}
     with stop_latch():  # a stop between two stages ends the chain as one within a stage does
         for stage in stages:
             if state.done(stage):
@@ -76,6 +84,7 @@ def reproduce(args: argparse.Namespace) -> int:
             state.record(stage, "done", exit=ended.status, seconds=seconds)
             say(f"{stage.name}: done in {seconds} s")
     verdict = state.stages["expect"]["exit"]
-    say(f"{run.name} on {run.profile.name}: expected result {'met' if verdict == 0 else 'MISSED'} "
+    seed = f" (seed {args.seed})" if args.seed is not None else ""
+    say(f"{run.name} on {run.profile.name}{seed}: expected result {'met' if verdict == 0 else 'MISSED'} "
         f"({run.log_dir / 'expect.json'}; report: {reports_dir / run.name / 'report.html'})")
     return verdict

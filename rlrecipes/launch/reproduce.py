@@ -16,8 +16,13 @@ whole checkpoint (`checkpoint`). A rerun skips the done stages and runs the firs
 start, replacing what it left half-written: the asset builders and `data` rebuild what their manifest does
 not match, `model` resumes its download, verl resumes training at its last complete checkpoint (resume-check
 repairs the tracker first), merge replaces its output (--force), eval, report and expect rewrite theirs. The
-state names the recipe, profile and overrides it was started with; a rerun with others is refused,
-`--restart` starts over.
+state names the recipe, profile and overrides it was started with (and the seed, when one was given); a rerun
+with others is refused, `--restart` starts over.
+
+Seeds (`--seed N`, for a recipe whose model and data are built offline by its `assets:` builder): the builder
+makes its data, tokenizer and warm start from seed N, and the run keeps to folders of its own --
+`seed-N/` under MODELS_DIR, DATA_DIR, CKPT_DIR, LOG_DIR and REPORTS_DIR (CACHE_DIR, compile caches only, is
+shared) -- so two seeds never resume each other's checkpoints and can run side by side.
 
 Exit status: expect's (0 all that was measured met, 1 something missed), else that of the stage that
 failed (130 / 143 / 129 when interrupted).
@@ -37,6 +42,8 @@ from rlrecipes.process import Ended, run_forwarding
 STATE_FILE = "reproduce.json"
 STATE_VERSION = 1
 REPORTS_DIR_DEFAULT = "/workspace/reports"
+# A seed's run keeps to seed-N/ below each of these (CACHE_DIR holds compile caches only: shared).
+SEEDED_DIRS = ("MODELS_DIR", "DATA_DIR", "CKPT_DIR", "LOG_DIR", "REPORTS_DIR")
 FAST_EVAL_MAX_NEW_TOKENS = 512  # `rlrecipes eval --max-new-tokens`' default  # compose.yaml / in-image.sh mount ./reports there
 
 
@@ -51,9 +58,19 @@ class Stage:
         return [sys.executable, "-m", "rlrecipes", *self.argv]
 
 
-def plan_stages(run, overrides: list[str], reports_dir: Path, gpu: str | None = None) -> list[Stage]:
+def seeded_environ(environ: dict[str, str], seed: int) -> dict[str, str]:
+    """`environ` with each of SEEDED_DIRS (its value there, else its default) moved to its `seed-N/` folder."""
+    from rlrecipes.recipe.load import PATH_DEFAULTS
+
+    defaults = {**PATH_DEFAULTS, "REPORTS_DIR": REPORTS_DIR_DEFAULT}
+    return {**environ, **{key: str(Path(environ.get(key) or defaults[key]) / f"seed-{seed}") for key in SEEDED_DIRS}}
+
+
+def plan_stages(run, overrides: list[str], reports_dir: Path, gpu: str | None = None,
+                seed: int | None = None) -> list[Stage]:
     """The stages of `run` (a ResolvedRun), in order, with the paths each reads and writes. `gpu`: the GPU model
-    this host trains on, for expect to weigh the cost against references measured on that model."""
+    this host trains on, for expect to weigh the cost against references measured on that model. `seed`: the
+    asset builder's (a recipe without one takes none)."""
     paths = run.paths
     models = Path(paths["MODELS_DIR"])
     logs, name, profile = run.log_dir, run.name, run.profile.name
@@ -61,9 +78,14 @@ def plan_stages(run, overrides: list[str], reports_dir: Path, gpu: str | None = 
     evaluated = merged / "eval"
     engine = ("stage", "--recipe", name, "--profile", profile)
     stages: list[Stage] = []
+    if seed is not None and not run.recipe.assets:
+        raise RecipeError(f"--seed {seed}: {name}'s model and data are not built here (no `assets:` builder), so "
+                          "there is nothing for a seed to choose", where=str(run.recipe.path),
+                          hint="seeds are for the recipes built offline (the canaries and smoke recipes)")
     if run.recipe.assets:  # built offline, model and data together (smoke-assets, canary-assets)
+        seeded = ("--seed", str(seed)) if seed is not None else ()
         stages.append(Stage("assets", (run.recipe.assets, "--models-dir", str(models),
-                                       "--data-dir", paths["DATA_DIR"]), gpu=True))
+                                       "--data-dir", paths["DATA_DIR"], *seeded), gpu=True))
     else:
         stages += [Stage("data", (*engine, "data")), Stage("model", (*engine, "model"))]
     # The fast eval generates no longer than the rollout could (what training was scored on), nor longer

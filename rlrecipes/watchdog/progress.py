@@ -69,8 +69,9 @@ class Progress:
             if path.is_file():
                 found.append(path)
             elif path.is_dir():
-                # the directory and one level below: $LOG_DIR itself holds one directory per run
-                found += [p for pattern in LOG_PATTERNS for glob in (pattern, f"*/{pattern}")
+                # the directory and two levels below: $LOG_DIR holds one directory per run, a seed's runs
+                # (`rlrecipes reproduce --seed N`) sit in LOG_DIR/seed-N/<run>
+                found += [p for pattern in LOG_PATTERNS for glob in (pattern, f"*/{pattern}", f"*/*/{pattern}")
                           for p in sorted(path.glob(glob)) if p.is_file()]
         return sorted(set(found))
 

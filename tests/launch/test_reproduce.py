@@ -24,6 +24,7 @@ from rlrecipes.cli import build_parser, main
 from rlrecipes.launch import reproduce as engine
 from rlrecipes.process import Ended
 from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, plan_stages
+from rlrecipes.errors import RecipeError
 from rlrecipes.recipe.load import resolve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -269,3 +270,67 @@ def test_make_reproduce_fails_fast_without_a_gpu():
     done = subprocess.run(["make", "-s", "reproduce", "RECIPE=canary-ppo"], cwd=REPO, capture_output=True, text=True,
                           timeout=60, env={**os.environ, "PATH": "/usr/bin:/bin"})
     assert done.returncode != 0 and "`make reproduce` needs a host with an NVIDIA GPU" in done.stderr
+
+
+def test_a_seed_builds_its_assets_from_it_and_keeps_to_folders_of_its_own(monkeypatch, tmp_path):
+    ws = workspace(tmp_path)
+    seeded = engine.seeded_environ(ws, 3)
+    assert {k: seeded[k] for k in engine.SEEDED_DIRS} == {k: f"{ws[k]}/seed-3" for k in engine.SEEDED_DIRS}
+    assert seeded["CACHE_DIR"] == ws["CACHE_DIR"]  # compile caches only: shared by the seeds
+    assert engine.seeded_environ({}, 0)["CKPT_DIR"] == "/workspace/checkpoints/seed-0"  # unset: the default's
+    run = resolve("canary-grpo-lora", env=seeded)
+    assert run.ckpt_dir == Path(ws["CKPT_DIR"]) / "seed-3" / "canary-grpo-lora"
+    assets = plan_stages(run, [], Path(seeded["REPORTS_DIR"]), seed=3)[0]
+    assert assets.argv == ("canary-assets", "--models-dir", f"{ws['MODELS_DIR']}/seed-3",
+                           "--data-dir", f"{ws['DATA_DIR']}/seed-3", "--seed", "3")
+    assert "--seed" not in plan_stages(run, [], Path("/r"))[0].argv  # no seed given: the builder's own
+    smoke = plan_stages(resolve("smoke-ppo", env=seeded), [], Path("/r"), seed=0)[0]
+    assert smoke.argv[0] == "smoke-assets" and smoke.argv[-2:] == ("--seed", "0")
+    for key, value in ws.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(RecipeError, match=r"--seed 3: qwen2.5-3b-gsm8k-grpo-lora's model and data are not built"):
+        plan_stages(resolve("qwen2.5-3b-gsm8k-grpo-lora"), [], Path("/r"), seed=3)
+
+
+def test_seeded_runs_keep_apart_and_each_goes_on_where_it_stopped(gpu_host, monkeypatch, tmp_path, capsys):
+    ws = workspace(tmp_path)
+    seen: list[tuple[str, str, tuple[str, ...]]] = []
+    exits: dict[str, int] = {"merge": 1}
+
+    def run_stage(stage, env):
+        seen.append((stage.name, env["LOG_DIR"], stage.argv))
+        return Ended(exits.get(stage.name, 0), None)
+
+    monkeypatch.setattr("rlrecipes.cli.reproduce.run_stage", run_stage)
+    assert main(["reproduce", "canary-ppo", "--seed", "3"]) == 1  # merge fails
+    assert [name for name, _, _ in seen] == ["assets", "train", "merge"]
+    assert {log_dir for _, log_dir, _ in seen} == {f"{ws['LOG_DIR']}/seed-3"}
+    assert seen[0][2][-2:] == ("--seed", "3")
+    seeded_state = Path(ws["LOG_DIR"]) / "seed-3" / "canary-ppo" / STATE_FILE
+    assert json.loads(seeded_state.read_text())["identity"]["seed"] == 3
+    assert not (Path(ws["LOG_DIR"]) / "canary-ppo").exists()  # the unseeded run's folders untouched
+
+    seen.clear()
+    exits.clear()
+    assert main(["reproduce", "canary-ppo", "--seed", "4"]) == 0  # another seed: a run of its own, from nothing
+    assert [name for name, _, _ in seen] == ["assets", "train", "merge", "eval", "report", "expect"]
+    report = dict((name, argv) for name, _, argv in seen)["report"]
+    assert report[report.index("--out") + 1] == f"{ws['REPORTS_DIR']}/seed-4/canary-ppo"
+    assert "canary-ppo on any-1gpu (seed 4): expected result met" in capsys.readouterr().out
+
+    seen.clear()
+    assert main(["reproduce", "canary-ppo", "--seed", "3"]) == 0  # seed 3 goes on at its merge
+    assert [name for name, _, _ in seen] == ["merge", "eval", "report", "expect"]
+    seen.clear()
+    assert main(["reproduce", "canary-ppo"]) == 0  # and no seed is the usual folders, untouched by either
+    assert [name for name, _, _ in seen][0] == "assets" and seen[0][1] == ws["LOG_DIR"]
+    assert "--seed" not in seen[0][2] and "seed" not in state(tmp_path, "canary-ppo")["identity"]
+
+
+def test_make_reproduce_passes_the_seed():
+    done = subprocess.run(["make", "-n", "--no-print-directory", "reproduce", "RECIPE=canary-ppo", "SEED=7",
+                           "ARGS=trainer.total_training_steps=5"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    line = [x for x in done.stdout.splitlines() if "in-image.sh reproduce" in x]
+    assert line and line[0].endswith("reproduce canary-ppo  --seed 7 trainer.total_training_steps=5"), done.stdout
+    assert "--seed" not in subprocess.run(["make", "-n", "--no-print-directory", "reproduce", "RECIPE=canary-ppo"],
+                                          cwd=REPO, capture_output=True, text=True, timeout=60).stdout

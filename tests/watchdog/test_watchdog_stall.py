@@ -205,14 +205,16 @@ def test_the_stop_guard_ignores_a_stale_or_broken_status(tmp_path):
     assert watchdog_says_stalled(tmp_path / "missing.json", now) is None
 
 
-def test_the_log_root_is_followed_one_directory_down(tmp_path):
-    """compose.yaml's watchdog follows $LOG_DIR, which holds one directory per run (launchers log there)."""
-    run = tmp_path / "qwen2.5-0.5b-gsm8k-ppo"
-    run.mkdir()
-    (run / "metrics-20260101T000000Z.jsonl").write_text(json.dumps({"step": 7, "data": {}}) + "\n")
+@pytest.mark.parametrize("run", ["qwen2.5-0.5b-gsm8k-ppo", "seed-3/canary-grpo-lora", "seed-3/x/canary-grpo-lora"])
+def test_the_log_root_is_followed_two_directories_down(tmp_path, run):
+    """compose.yaml's watchdog follows $LOG_DIR, which holds one directory per run (launchers log there), and a
+    seed's runs one level further down (`rlrecipes reproduce --seed N`: LOG_DIR/seed-N/<run>); no deeper."""
+    folder = tmp_path / run
+    folder.mkdir(parents=True)
+    (folder / "metrics-20260101T000000Z.jsonl").write_text(json.dumps({"step": 7, "data": {}}) + "\n")
     progress = Progress([tmp_path], stall_after_s=60.0)
     progress.update(now=time.time())
-    assert progress.step == 7
+    assert progress.step == (None if run.count("/") > 1 else 7)
 
 
 def test_a_relaunched_guard_gets_the_whole_stall_limit_of_its_own(tmp_path):
