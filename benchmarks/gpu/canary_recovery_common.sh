@@ -2,7 +2,7 @@
 # Sourced by benchmarks/gpu/recovery_canary.sh, recovery_faults.sh and startup_levers.sh, with W (their work
 # folder) set: the image's environment on the GPU host (the installed bundle in /root/site, the repository in
 # /root/repo, the entry point run directly), the canary's folders under W, the timeline in /root/w/out, and how
-# they read a run's state. Sets O, RECIPE, PROFILE, CK, LG and T0; defines stamp, last_step, tracker, record_env.
+# they read a run's state. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and T0; defines stamp, last_step, tracker, record_env.
 cd /root/repo || exit 2
 mkdir -p /root/bin
 printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes
@@ -15,7 +15,9 @@ export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/
   CACHE_DIR="$W/cache"
 # shellcheck disable=SC2034  # PROFILE: read by the scripts that source this
 RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper
-CK="$CKPT_DIR/$RECIPE"; LG="$LOG_DIR/$RECIPE"
+# SEED: empty for the shipped seed in the usual folders; N for `make reproduce SEED=N`, whose run keeps to seed-N/
+SEED="${SEED:-}"; SEEDED="${SEED:+seed-$SEED/}"
+CK="$CKPT_DIR/$SEEDED$RECIPE"; LG="$LOG_DIR/$SEEDED$RECIPE"
 T0=$(date +%s)
 
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }

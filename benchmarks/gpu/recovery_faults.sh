@@ -13,7 +13,8 @@
 #      logged step FILL_AT, so the next save runs out of space. The filler goes once that command has ended (what
 #      a user does), and the same command again, to the verdict (with the eval summary kept).
 #
-# KILL_AT=0 skips the kill (the fill then comes in the first launch); FILL_AT=1000000 skips the fill.
+# KILL_AT=0 skips the kill (the fill then comes in the first launch); FILL_AT=1000000 skips the fill. SEED=N runs
+# `make reproduce ... SEED=N`: the canary's assets from seed N, the run in seed-N/ folders (a seed run of its own).
 # SAVE_FREQ=1 KILL_AT=1 STOP_AFTER=1 was the first sitting's reduced form (the kill and the stop only); STOP_AFTER
 # is gone: the driver runs the same command until it reaches the verdict (at most MAX_ATTEMPTS times).
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
@@ -49,12 +50,12 @@ stamp "the same command until its verdict; faults: vLLM engine killed at tracker
 python3 /root/repo/benchmarks/gpu/fault_driver.py --ck "$CK" --logs "$LG" --out "$O" --t0 "$T0" \
   --kill-at "$KILL_AT" --fill-at "$FILL_AT" --free-left-mib "$FREE_LEFT_MIB" --hang-s "$HANG_S" \
   --max-attempts "$MAX_ATTEMPTS" \
-  -- make reproduce RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="$ARGS" >> "$O/job-driver.log" 2>&1
+  -- make reproduce RECIPE="$RECIPE" PROFILE="$PROFILE" SEED="$SEED" ARGS="$ARGS" >> "$O/job-driver.log" 2>&1
 stamp "driver exit $?"
 kill "$WATCHDOG" 2>/dev/null
 cp "$CKPT_DIR/.watchdog/status.json" "$O/watchdog-status.json" 2>/dev/null
 tar -czf "$O/faults-run.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='data' --exclude='models/canary-qwen2' --exclude='filler' \
-  logs reports ckpt "models/$RECIPE-merged/eval" 2>/dev/null
+  logs reports ckpt "models/$SEEDED$RECIPE-merged/eval" 2>/dev/null
 stamp "all done"
 touch "$O/DONE"
