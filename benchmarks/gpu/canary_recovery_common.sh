@@ -2,7 +2,8 @@
 # Sourced by benchmarks/gpu/recovery_canary.sh, recovery_faults.sh and startup_levers.sh, with W (their work
 # folder) set: the image's environment on the GPU host (the installed bundle in /root/site, the repository in
 # /root/repo, the entry point run directly), the canary's folders under W, the timeline in /root/w/out, and how
-# they read a run's state. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and T0; defines stamp, last_step, tracker, record_env.
+# they read a run's state. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and T0; defines stamp, last_step,
+# tracker, record_env.
 cd /root/repo || exit 2
 mkdir -p /root/bin
 printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes

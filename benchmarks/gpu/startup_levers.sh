@@ -11,13 +11,15 @@
 #   vllm-cache-2   the same again: vLLM reads that cache (against shipped-warm: what the cache saves)
 #   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
 #                  start-up against its step time: generation without graphs)
+#   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
+#                  storage actor instead of verl's 8 and no Ray dashboard (against shipped-warm)
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
-# in a user's `make reproduce`, comes first all the same). LEVERS picks and orders the levers (default: all five,
-# as above). Each lever's console log and metrics are copied to /root/w/out/levers/<lever>/ as soon as it ends,
-# so a cut-short sitting keeps what it finished; the table is benchmarks/gpu/startup_table.py over those
-# folders once they are under docs/bench/gpu-data/.
+# in a user's `make reproduce`, comes first all the same). LEVERS picks and orders the levers (default: all six,
+# as above; 4-6 minutes each). Each lever's console log and metrics are copied to /root/w/out/levers/<lever>/ as
+# soon as it ends, so a cut-short sitting keeps what it finished; the table is benchmarks/gpu/startup_table.py
+# over those folders once they are under docs/bench/gpu-data/.
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/startup_levers.sh); follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
@@ -25,7 +27,7 @@ W=/root/w/levers
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
 . /root/repo/benchmarks/gpu/canary_recovery_common.sh
 record_env > "$O/env.txt" 2>&1
-read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm vllm-cache-1 vllm-cache-2 eager}"
+read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm lean vllm-cache-1 vllm-cache-2 eager}"
 SHORT=(trainer.total_training_steps=3 trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1)
 
 stamp "assets"
@@ -38,6 +40,8 @@ for lever in "${levers[@]}"; do
     shipped-cold|shipped-warm) ;;
     vllm-cache-1|vllm-cache-2) lever_env=(VLLM_DISABLE_COMPILE_CACHE=0) ;;
     eager) extra=(actor_rollout_ref.rollout.enforce_eager=True) ;;
+    lean) extra=(transfer_queue.backend.SimpleStorage.num_data_storage_units=1
+                 +ray_kwargs.ray_init.include_dashboard=false) ;;
     *) stamp "$lever: unknown lever, skipped"; continue ;;
   esac
   stamp "$lever: make train ${SHORT[*]} ${extra[*]-} ${lever_env[*]-}"

@@ -102,3 +102,33 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     for doc in (REPO / "docs" / "bench" / "gpu-overhead.md", REPO / "docs" / "benchmarks.md"):
         text = " ".join(doc.read_text().split())
         assert all(q in text for q in quoted), doc
+
+
+CPU_RECORD = REPO / "docs" / "bench" / "cpu-data" / "startup-cpu"
+
+
+def test_the_cpu_side_table_and_its_ranges_are_the_recorded_launches():
+    """docs/bench/gpu-overhead.md's CPU-host table (benchmarks/startup_cpu.sh) is read from its console logs, and
+    the ranges its text quotes are that table's."""
+    doc = (REPO / "docs" / "bench" / "gpu-overhead.md").read_text()
+    table = doc.split("<!-- cpu-startup-table -->")[1].split("<!-- /cpu-startup-table -->")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+    phases: dict[str, list[tuple[float, float, float]]] = {}
+    for lever_cell, run, ray, datasets, total in rows:
+        lever = lever_cell.split("`")[1] if "`" in lever_cell else lever_cell
+        log = next((CPU_RECORD / f"{lever}-{run}").glob("*/console-*.log"))
+        startup = read_startup(log)
+        read = {p.key: p.seconds for p in startup.phases}
+        assert (ray, datasets, total) == (f"{read['ray']:.1f}", f"{read['datasets']:.1f}",
+                                          f"{startup.total_s:.1f}"), log
+        phases.setdefault(lever, []).append((read["ray"], read["datasets"], startup.total_s))
+    assert sorted(phases) == ["nodash", "nodash-tq1", "shipped", "tq1"] and all(len(v) == 2 for v in phases.values())
+
+    def span(lever: str, i: int) -> str:
+        values = [round(v[i], 1) for v in phases[lever]]
+        return f"{min(values):.1f}-{max(values):.1f} s"
+
+    for quoted in (f"took {span('tq1', 1)} instead of {span('shipped', 1).removesuffix(' s')}",
+                   f"Without it: {span('nodash', 0)} against {span('shipped', 0)}",
+                   f"{span('nodash-tq1', 2)} from launch to the datasets against {span('shipped', 2)}"):
+        assert quoted in " ".join(doc.split()), quoted
