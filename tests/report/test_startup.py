@@ -132,3 +132,7 @@ def test_the_cpu_side_table_and_its_ranges_are_the_recorded_launches():
                    f"Without it: {span('nodash', 0)} against {span('shipped', 0)}",
                    f"{span('nodash-tq1', 2)} from launch to the datasets against {span('shipped', 2)}"):
         assert quoted in " ".join(doc.split()), quoted
+    summary = (REPO / "docs" / "benchmarks.md").read_text()  # its summary row quotes the same figures
+    for quoted in (f"shipped {span('shipped', 2)}", f"{span('tq1', 1)} against {span('shipped', 1)}",
+                   f"{span('nodash', 0)} against {span('shipped', 0)}", f"both: {span('nodash-tq1', 2)}"):
+        assert quoted in summary, quoted
