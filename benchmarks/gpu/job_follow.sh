@@ -11,7 +11,7 @@ LIMIT="${1:-540}"; T0=$(date +%s)
 while [ ! -f /root/w/out/DONE ] && [ $(( $(date +%s) - T0 )) -lt "$LIMIT" ]; do sleep 10; done
 cat /root/w/out/timeline.txt 2>/dev/null
 cp /root/w/out/timeline.txt "$RESULTS/" 2>/dev/null
-logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs; do [ -d "/root/w/$d" ] && logs+=("$d"); done
+logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs seeds/logs; do [ -d "/root/w/$d" ] && logs+=("$d"); done
 tar -czf "$RESULTS/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' out "${logs[@]}" 2>/dev/null
 [ -f /root/w/out/DONE ] && echo "job finished" || echo "job still running after ${LIMIT}s"

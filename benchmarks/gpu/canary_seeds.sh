@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# GPU: the canaries on seeds of their own, for contracts whose bounds come from several seeds (docs/expect.md,
+# "Seeds"). For each RECIPE:SEED in RUNS, the command a user runs:
+#
+#   make reproduce RECIPE=<recipe> PROFILE=any-1gpu-hopper SEED=<seed>
+#
+# inside the image's environment, from an empty directory: assets built from that seed, the run in seed-N/
+# folders of its own. At most PARALLEL of them share the GPU (each vLLM engine takes the profile's
+# gpu_memory_utilization, 0.4), and one starts only once the one before it has its rollout engine up (verl's
+# "checkpoint engine manager initialized"): vLLM sizes its KV cache from what the whole GPU has free while it
+# profiles, and canaries started side by side failed there (benchmarks/gpu/canary_hopper_stack.sh). RUNS default:
+# "canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2". Each run's verdict, logs, report and eval
+# summary are packed into /root/w/out/seeds-<recipe>-<seed>.tgz as it ends, so a cut-short sitting keeps what
+# finished. Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
+# JOB=benchmarks/gpu/canary_seeds.sh); follow with benchmarks/gpu/job_follow.sh.
+set -uo pipefail
+W=/root/w/seeds
+# shellcheck source=benchmarks/gpu/canary_recovery_common.sh
+. /root/repo/benchmarks/gpu/canary_recovery_common.sh
+record_env > "$O/env.txt" 2>&1
+read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
+PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
+
+rollout_up() {  # $1: the run's log folder; 0 once its newest console log (named by its UTC stamp) has the engine up
+  local logs=("$1"/console-*.log)
+  grep -aqs "checkpoint engine manager initialized" "${logs[-1]}"
+}
+pack() {  # $1 recipe, $2 seed: what the run left, no weights or data
+  tar -czf "$O/seeds-$1-$2.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
+    --exclude='*.bin' "logs/seed-$2/$1" "reports/seed-$2/$1" "models/seed-$2/$1-merged/eval" \
+    "models/seed-$2/canary-qwen2/canary-manifest.json" 2>/dev/null
+}
+
+names=()
+for run in "${runs[@]}"; do
+  recipe=${run%%:*} seed=${run##*:}
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 5; done
+  stamp "$recipe seed $seed: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed"
+  ( make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" > "$O/$recipe-$seed.log" 2>&1 < /dev/null
+    code=$?
+    pack "$recipe" "$seed"
+    stamp "$recipe seed $seed: exit $code; $(grep -a 'expected result' "$O/$recipe-$seed.log" | tail -1)" ) &
+  names+=("$recipe:$seed")
+  # the next one starts once this one's rollout engine is up (or it ended, or UP_WAIT_S passed)
+  waited=0
+  until rollout_up "$LOG_DIR/seed-$seed/$recipe" || ! kill -0 "$!" 2>/dev/null || [ "$waited" -ge "$UP_WAIT_S" ]; do
+    sleep 5; waited=$((waited + 5))
+  done
+  stamp "$recipe seed $seed: rollout engine up after ${waited}s (or the run ended); the next may start"
+done
+wait
+stamp "all done: ${names[*]}"
+touch "$O/DONE"
