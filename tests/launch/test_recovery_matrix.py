@@ -35,6 +35,9 @@ Where it is stopped (a deterministic moment, never a sleep):
 - train_mid_step: at the start of step 3, checkpoints 1 and 2 whole;
 - train_mid_save: halfway through the save of step 3 (its files half-written), checkpoints 1 and 2 whole;
 - merge, eval, report: the stage recorded `running` in reproduce.json (reproduce only).
+One case more runs a seed (`make reproduce ... SEED=2`, id suffix `-seed2`): no assets copied in, the first run
+builds them from the seed into its seed-2/ folders; the same command then goes on there, and nothing is written
+to the unseeded folders.
 "Nothing redone": the assets are never rebuilt once built (inode and mtime of every file), reproduce's finished
 stages are not run again (their entries in reproduce.json stay as they were), training resumes from the last
 whole checkpoint (the stand-in records the step each launch resumed from), the merged model and eval are not
@@ -93,10 +96,11 @@ class Case:
     profile: str
     where: str
     fault: str
+    seed: int | None = None  # `make reproduce SEED=N`: assets built from it, the run in seed-N/ folders
 
     @property
     def id(self) -> str:
-        return f"{self.command}-{self.profile}-{self.where}-{self.fault}"
+        return f"{self.command}-{self.profile}-{self.where}-{self.fault}" + (f"-seed{self.seed}" if self.seed else "")
 
 
 def cases() -> list[Case]:
@@ -110,6 +114,7 @@ def cases() -> list[Case]:
                 for fault in ("SIGTERM", "SIGKILL"):
                     found.append(Case(command, profile, where, fault))
             found.append(Case(command, profile, "train_mid_step", "stall"))
+    found.append(Case("reproduce", "other_profile", "train_mid_step", "SIGTERM", seed=2))
     return found
 
 
@@ -123,7 +128,7 @@ DEFAULT = {
     "reproduce-default_profile-assets-SIGTERM", "reproduce-other_profile-preflight-SIGKILL",
     "reproduce-other_profile-train_mid_save-SIGTERM", "reproduce-default_profile-train_mid_step-SIGTERM",
     "reproduce-other_profile-merge-SIGTERM", "reproduce-default_profile-eval-SIGKILL",
-    "reproduce-other_profile-report-SIGTERM",
+    "reproduce-other_profile-report-SIGTERM", "reproduce-other_profile-train_mid_step-SIGTERM-seed2",
 }
 CASES = [c for c in cases() if c.id in DEFAULT or os.environ.get("RLRECIPES_RECOVERY_FULL") == "1"]
 
@@ -138,7 +143,8 @@ def base(tmp_path_factory, verl_python):
 
 
 def host_for(case: Case, tmp_path: Path, base: Path, verl_python) -> Host:
-    host = Host(tmp_path / "host", VERL[case.profile], verl_python(VERL[case.profile]), PROFILES[case.profile])
+    host = Host(tmp_path / "host", VERL[case.profile], verl_python(VERL[case.profile]), PROFILES[case.profile],
+                seed=case.seed)
     if case.where in ("train_mid_step", "train_mid_save"):
         host.extra_env["STANDIN_PAUSE_AT"] = f"{'step' if case.where == 'train_mid_step' else 'save'}:3"
     if case.where == "preflight":
@@ -146,7 +152,7 @@ def host_for(case: Case, tmp_path: Path, base: Path, verl_python) -> Host:
     if case.fault == "stall":
         host.extra_env.pop("STANDIN_PAUSE_AT", None)
         host.extra_env.update(STANDIN_HANG_AT="2", RLRECIPES_STALL_STATUS=str(host.stall_status))
-    host.setup(base, with_assets=case.where != "assets")
+    host.setup(base, with_assets=case.where != "assets" and case.seed is None)  # a seed builds its own
     return host
 
 
@@ -205,7 +211,7 @@ def test_stopped_then_the_same_command_goes_on(case, tmp_path, base, verl_python
     timings = {}
     host = host_for(case, tmp_path, base, verl_python)
     assets = (host.models / "smoke-tiny", host.data / "smoke-gsm8k")
-    assets_before = {} if case.where == "assets" else {d: tree_state(d) for d in assets}
+    assets_before = {} if case.where == "assets" or case.seed is not None else {d: tree_state(d) for d in assets}
 
     # (1) the command, stopped at the named moment
     started = time.monotonic()
@@ -217,6 +223,8 @@ def test_stopped_then_the_same_command_goes_on(case, tmp_path, base, verl_python
         wait_for(case, first, stop_point(case, host), f"the stop point ({case.where})")
         if case.where == "assets":
             assets_before = {assets[1]: tree_state(assets[1])}  # the data is built; the model is being built
+        elif case.seed is not None:
+            assets_before = {d: tree_state(d) for d in assets}  # the first run built them, from the seed
         stop_group(first, getattr(signal, case.fault))
         code = wait_exit(first, TIMEOUT)
     timings["first"] = time.monotonic() - started
@@ -286,6 +294,8 @@ def test_stopped_then_the_same_command_goes_on(case, tmp_path, base, verl_python
         if any(launch.get("resumed_from") != STEPS for launch in host.launches()[len(launches_done):]):
             fail(case, "a finished run trained again", third)
         check_nothing_lost(case, host, third)
+    if case.seed is not None:
+        check_seed_kept_apart(case, host, second)
     print(f"[{case.id}] " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
 
 
@@ -316,6 +326,17 @@ def check_nothing_redone(case: Case, host: Host, run, assets_before, launches_be
     if new[0].get("resumed_from") != want:
         fail(case, f"training went on from {new[0].get('resumed_from')}, expected {want} (the last whole "
                    "checkpoint)", run)
+
+
+def check_seed_kept_apart(case: Case, host: Host, run) -> None:
+    """A seed's run built its assets from the seed and wrote nothing into the unseeded folders."""
+    built = json.loads((host.data / "smoke-gsm8k" / "manifest.json").read_text())
+    if f"seed {case.seed}" not in json.dumps(built):
+        fail(case, f"the seed's data was not built from seed {case.seed}: {built}", run)
+    outside = [str(p) for p in (host.ws / "checkpoints" / RECIPE, host.ws / "logs" / RECIPE,
+                                host.ws / "models" / "smoke-tiny", host.ws / "reports" / RECIPE) if p.exists()]
+    if outside:
+        fail(case, f"a seeded run wrote outside its seed-{case.seed}/ folders: {outside}", run)
 
 
 def check_nothing_lost(case: Case, host: Host, run) -> None:

@@ -215,34 +215,39 @@ class Host:
     profile: str | None  # None: the recipe's own profile (PROFILE unset, as a user who gives none)
     extra_env: dict[str, str] = field(default_factory=dict)
     runs: int = 0
+    seed: int | None = None  # `make reproduce SEED=N`: the run keeps to seed-N/ below each folder
 
     @property
     def ws(self) -> Path:
         return self.root / "ws"
 
     @property
+    def seeded(self) -> Path:
+        return Path(f"seed-{self.seed}") if self.seed is not None else Path()
+
+    @property
     def models(self) -> Path:
-        return self.ws / "models"
+        return self.ws / "models" / self.seeded
 
     @property
     def data(self) -> Path:
-        return self.ws / "data"
+        return self.ws / "data" / self.seeded
 
     @property
     def ckpt(self) -> Path:
-        return self.ws / "checkpoints" / RECIPE
+        return self.ws / "checkpoints" / self.seeded / RECIPE
 
     @property
     def logs(self) -> Path:
-        return self.ws / "logs" / RECIPE
+        return self.ws / "logs" / self.seeded / RECIPE
 
     @property
     def reports(self) -> Path:
-        return self.ws / "reports"
+        return self.ws / "reports" / self.seeded
 
     @property
     def record_path(self) -> Path:
-        return self.ws / "checkpoints" / f"standin-{RECIPE}.json"
+        return self.ws / "checkpoints" / self.seeded / f"standin-{RECIPE}.json"
 
     @property
     def pause_mark(self) -> Path:
@@ -284,8 +289,8 @@ class Host:
             # 2 cores shared by the xdist workers: torch's default thread pool per process oversubscribes them
             # (the fast eval of 64 problems took 65 s instead of 10 s).
             OMP_NUM_THREADS="1",
-            MODELS_DIR=str(self.models), DATA_DIR=str(self.data), CKPT_DIR=str(self.ws / "checkpoints"),
-            LOG_DIR=str(self.ws / "logs"), CACHE_DIR=str(self.ws / "cache"), REPORTS_DIR=str(self.reports),
+            MODELS_DIR=str(self.ws / "models"), DATA_DIR=str(self.ws / "data"), CKPT_DIR=str(self.ws / "checkpoints"),
+            LOG_DIR=str(self.ws / "logs"), CACHE_DIR=str(self.ws / "cache"), REPORTS_DIR=str(self.ws / "reports"),
             STANDIN_STEP_S="0.2", STANDIN_SAVE_S="0.3", STANDIN_SAVE_FREQ="1",
             STANDIN_SHARDS=str(self.actor_template), STANDIN_PAUSE_MARK=str(self.pause_mark),
             STANDIN_PAUSE_S="3",
@@ -299,7 +304,8 @@ class Host:
 
     def start(self, target: str) -> Run:
         self.runs += 1
-        argv = ["make", "-s", target, f"RECIPE={RECIPE}", *([f"PROFILE={self.profile}"] if self.profile else [])]
+        argv = ["make", "-s", target, f"RECIPE={RECIPE}", *([f"PROFILE={self.profile}"] if self.profile else []),
+                *([f"SEED={self.seed}"] if self.seed is not None else [])]
         log = self.root / f"run{self.runs}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, cwd=REPO, env=self.env(), stdout=out, stderr=subprocess.STDOUT,
