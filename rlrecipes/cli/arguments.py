@@ -16,8 +16,9 @@ def recipe_arguments(parser: argparse.ArgumentParser, recipe_required: bool = Tr
                         help="Hydra-style verl overrides, e.g. trainer.total_epochs=15")
 
 
-def resolve_recipe(args: argparse.Namespace):
-    """The ResolvedRun that recipe_arguments' RECIPE, --profile and overrides name."""
+def resolve_recipe(args: argparse.Namespace, env: dict[str, str] | None = None):
+    """The ResolvedRun that recipe_arguments' RECIPE, --profile and overrides name (its folders from `env`, by
+    default this process's environment)."""
     from rlrecipes.recipe.load import resolve
 
-    return resolve(args.recipe, profile=args.profile, overrides=args.overrides)
+    return resolve(args.recipe, profile=args.profile, overrides=args.overrides, env=env)

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlrecipes.cli.arguments import recipe_arguments
+from rlrecipes.cli.arguments import recipe_arguments, resolve_recipe
 from rlrecipes.process import signal_name, stop_latch
 from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, Run, plan_stages, run_stage, seeded_environ
 from rlrecipes.launch.stages import checkpoint_step, require_gpu, where_it_goes_on
@@ -36,10 +36,8 @@ def say(message: str, error: bool = False) -> None:
 
 
 def reproduce(args: argparse.Namespace) -> int:
-    from rlrecipes.recipe.load import resolve
-
     environ = dict(os.environ) if args.seed is None else seeded_environ(dict(os.environ), args.seed)
-    run = resolve(args.recipe, profile=args.profile, overrides=args.overrides, env=environ)
+    run = resolve_recipe(args, env=environ)
     reports_dir = Path(environ.get("REPORTS_DIR", REPORTS_DIR_DEFAULT))
     from rlrecipes.preflight.inventory import detect_inventory
 

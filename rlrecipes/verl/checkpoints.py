@@ -48,15 +48,15 @@ ROLE_DIRS = ("actor", "critic")
 # verl 0.5.0's worker saves the PEFT adapter (and its config) here inside actor/ for a LoRA run
 LORA_ADAPTER_DIR = "lora_adapter"
 WATCHDOG_DIR = ".watchdog"
+# Experiments are found below the root down to this depth (verl's default_local_dir is
+# checkpoints/<project>/<experiment>, our recipes use CKPT_DIR/<recipe name>).
+MAX_DISCOVERY_DEPTH = 4
 
 
 def default_status_path(root: Path) -> Path:
     """Where the watchdog of checkpoint root `root` writes its status, unless told otherwise (`--status`); the
     stage engine reads it there too."""
     return Path(root) / WATCHDOG_DIR / "status.json"
-# Experiments are found below the root down to this depth (verl's default_local_dir is
-# checkpoints/<project>/<experiment>, our recipes use CKPT_DIR/<recipe name>).
-MAX_DISCOVERY_DEPTH = 4
 
 
 def step_dir_name(step: int) -> str:

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlrecipes.watchdog import actions
-from rlrecipes.verl.checkpoints import (WATCHDOG_DIR, Experiment, StepCache, ZipCache, default_status_path, scan_root,
-                                        tree_stats)
+from rlrecipes.verl.checkpoints import Experiment, StepCache, ZipCache, default_status_path, scan_root, tree_stats
 from rlrecipes.fsutil import atomic_write_bytes, human_bytes
 from rlrecipes.verl.resume import WRITING, Finding, write_tracker
 from rlrecipes.watchdog.policy import Decision, Retention, plan
