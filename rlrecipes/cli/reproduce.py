@@ -15,11 +15,22 @@ from rlrecipes.launch.reproduce import REPORTS_DIR_DEFAULT, STATE_FILE, Run, pla
 from rlrecipes.launch.stages import checkpoint_step, require_gpu, where_it_goes_on
 
 
+def seed_number(text: str) -> int:
+    """A seed names its folders (seed-N/): a whole number >= 0."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"a seed is >= 0, got {seed}")
+    return seed
+
+
 def reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     recipe_arguments(parser)
     parser.add_argument("--restart", action="store_true", help="forget the finished stages and start over")
     parser.add_argument("--list", action="store_true", help="print the stages and their state; run nothing")
-    parser.add_argument("--seed", type=int, default=None, metavar="N",
+    parser.add_argument("--seed", type=seed_number, default=None, metavar="N",
                         help="build the recipe's offline model and data from seed N (canary and smoke recipes) and "
                              "keep the run in seed-N/ folders of its own (models, data, checkpoints, logs, reports)")
 

@@ -334,3 +334,13 @@ def test_make_reproduce_passes_the_seed():
     assert line and line[0].endswith("reproduce canary-ppo  --seed 7 trainer.total_training_steps=5"), done.stdout
     assert "--seed" not in subprocess.run(["make", "-n", "--no-print-directory", "reproduce", "RECIPE=canary-ppo"],
                                           cwd=REPO, capture_output=True, text=True, timeout=60).stdout
+
+
+@pytest.mark.parametrize("seed, message", [("-1", "a seed is >= 0, got -1"), ("abc", "not a whole number: 'abc'"),
+                                           ("", "not a whole number: ''")])
+def test_a_seed_that_names_no_folder_is_refused(gpu_host, monkeypatch, tmp_path, capsys, seed, message):
+    stages = Stages(monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "canary-ppo", "--seed", seed])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+    assert stages.take() == [] and not Path(workspace(tmp_path)["LOG_DIR"]).exists()
