@@ -17,15 +17,32 @@
 # TaskRunner and the 8 storage actors together and verl waits for ever. Usage (from the repository root):
 #   bash benchmarks/startup_cpu.sh [WORK] [REPEATS]      # WORK: default /tmp/startup-cpu; REPEATS: default 2
 # Console logs: WORK/logs-<lever>-<n>/canary-grpo-lora/; the table: WORK/startup.txt.
+#   LEVERS="shipped tq1"   a subset of the levers (default: all four)
+#   VENV=DIR VLLM=real     another environment with a real vLLM in it, used instead of the stand-in: the Hopper
+#                          image's own Python set, installed from its lock on a host without a GPU (see
+#                          benchmarks/startup_cpu/hopper_env.sh), so vLLM's import is timed as well
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 W=${1:-/tmp/startup-cpu}; REPEATS=${2:-2}
-VENV="$REPO/.venvs/verl-0.9.1"
+VENV=${VENV:-$REPO/.venvs/verl-0.9.1}; VLLM=${VLLM:-standin}; LEVERS=${LEVERS:-shipped nodash tq1 nodash-tq1}
 [ -x "$VENV/bin/python" ] || { echo "needs $VENV (make $VENV/.stamp)" >&2; exit 2; }
-mkdir -p "$W/standin/vllm" "$W/standin/vllm-0.24.0.dist-info"
-cp "$REPO/benchmarks/startup_cpu/vllm_standin.py" "$W/standin/vllm/__init__.py"
-printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.24.0\n' > "$W/standin/vllm-0.24.0.dist-info/METADATA"
-export PATH="$VENV/bin:$PATH" PYTHONPATH="$REPO:$W/standin" RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 \
+for lever in $LEVERS; do
+  case $lever in shipped|nodash|tq1|nodash-tq1) ;; *) echo "unknown lever '$lever' (shipped, nodash, tq1, nodash-tq1)" >&2; exit 2 ;; esac
+done
+mkdir -p "$W"
+case $VLLM in
+  standin)
+    mkdir -p "$W/standin/vllm" "$W/standin/vllm-0.24.0.dist-info"
+    cp "$REPO/benchmarks/startup_cpu/vllm_standin.py" "$W/standin/vllm/__init__.py"
+    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.24.0\n' > "$W/standin/vllm-0.24.0.dist-info/METADATA"
+    PYTHONPATH="$REPO:$W/standin" ;;
+  real)
+    "$VENV/bin/python" -c "import importlib.metadata as m; m.version('vllm')" 2>/dev/null \
+      || { echo "VLLM=real: $VENV has no vllm" >&2; exit 2; }
+    PYTHONPATH="$REPO" ;;
+  *) echo "VLLM must be standin or real, not '$VLLM'" >&2; exit 2 ;;
+esac
+export PATH="$VENV/bin:$PATH" PYTHONPATH RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 \
   TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false \
   MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" CACHE_DIR="$W/cache"
 # The canary's data (4,096 + 512 rows) and tokenizer as `make reproduce` builds them; the warm start stops at the
@@ -37,7 +54,7 @@ fi
 python3 -m rlrecipes render canary-grpo-lora --profile any-1gpu-hopper --out "$W/run" --force > /dev/null || exit 1
 : > "$W/startup.txt"
 for n in $(seq "$REPEATS"); do
-  for lever in shipped nodash tq1 nodash-tq1; do
+  for lever in $LEVERS; do
     extra=(ray_kwargs.ray_init.num_cpus=16)
     case $lever in
       nodash) extra+=(+ray_kwargs.ray_init.include_dashboard=false) ;;

@@ -104,35 +104,103 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
         assert all(q in text for q in quoted), doc
 
 
-CPU_RECORD = REPO / "docs" / "bench" / "cpu-data" / "startup-cpu"
+CPU_DATA = REPO / "docs" / "bench" / "cpu-data"
+OVERHEAD = REPO / "docs" / "bench" / "gpu-overhead.md"
+_LEVERS = {"shipped", "nodash", "tq1", "nodash-tq1"}
+
+
+def _cpu_table(marker: str, record) -> dict[str, list[tuple[float, float, float]]]:
+    """The rows of one of gpu-overhead.md's CPU-host tables, each held to its console log (`record(cells)`: the
+    row's key, the folder of its launches and its lever); returns (ray, datasets, total) per key."""
+    doc = OVERHEAD.read_text()
+    table = doc.split(f"<!-- {marker} -->")[1].split(f"<!-- /{marker} -->")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+    assert rows, marker
+    phases: dict[str, list[tuple[float, float, float]]] = {}
+    for cells in rows:
+        key, folder, lever = record(cells)
+        *_, run, ray, datasets, total = cells
+        log = next((folder / f"{lever}-{run}").glob("*/console-*.log"))
+        startup = read_startup(log)
+        read = {p.key: p.seconds for p in startup.phases}
+        assert (ray, datasets, total) == (f"{read['ray']:.1f}", f"{read['datasets']:.1f}",
+                                          f"{startup.total_s:.1f}"), log
+        phases.setdefault(key, []).append((read["ray"], read["datasets"], startup.total_s))
+    return phases
+
+
+def _lever(cell: str) -> str:
+    lever = cell.split("`")[1] if "`" in cell else cell
+    assert lever in _LEVERS, cell
+    return lever
+
+
+def _span(values) -> str:
+    values = [round(v, 1) for v in values]
+    return f"{min(values):.1f}-{max(values):.1f} s"
 
 
 def test_the_cpu_side_table_and_its_ranges_are_the_recorded_launches():
     """docs/bench/gpu-overhead.md's CPU-host table (benchmarks/startup_cpu.sh) is read from its console logs, and
     the ranges its text quotes are that table's."""
-    doc = (REPO / "docs" / "bench" / "gpu-overhead.md").read_text()
-    table = doc.split("<!-- cpu-startup-table -->")[1].split("<!-- /cpu-startup-table -->")[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()[2:]]
-    phases: dict[str, list[tuple[float, float, float]]] = {}
-    for lever_cell, run, ray, datasets, total in rows:
-        lever = lever_cell.split("`")[1] if "`" in lever_cell else lever_cell
-        log = next((CPU_RECORD / f"{lever}-{run}").glob("*/console-*.log"))
-        startup = read_startup(log)
-        read = {p.key: p.seconds for p in startup.phases}
-        assert (ray, datasets, total) == (f"{read['ray']:.1f}", f"{read['datasets']:.1f}",
-                                          f"{startup.total_s:.1f}"), log
-        phases.setdefault(lever, []).append((read["ray"], read["datasets"], startup.total_s))
+    phases = _cpu_table("cpu-startup-table",
+                        lambda c: (_lever(c[0]), CPU_DATA / "startup-cpu", _lever(c[0])))
     assert sorted(phases) == ["nodash", "nodash-tq1", "shipped", "tq1"] and all(len(v) == 2 for v in phases.values())
 
     def span(lever: str, i: int) -> str:
-        values = [round(v[i], 1) for v in phases[lever]]
-        return f"{min(values):.1f}-{max(values):.1f} s"
+        return _span(v[i] for v in phases[lever])
 
+    doc = " ".join(OVERHEAD.read_text().split())
     for quoted in (f"took {span('tq1', 1)} instead of {span('shipped', 1).removesuffix(' s')}",
                    f"Without it: {span('nodash', 0)} against {span('shipped', 0)}",
                    f"{span('nodash-tq1', 2)} from launch to the datasets against {span('shipped', 2)}"):
-        assert quoted in " ".join(doc.split()), quoted
+        assert quoted in doc, quoted
     summary = (REPO / "docs" / "benchmarks.md").read_text()  # its summary row quotes the same figures
     for quoted in (f"shipped {span('shipped', 2)}", f"{span('tq1', 1)} against {span('shipped', 1)}",
                    f"{span('nodash', 0)} against {span('shipped', 0)}", f"both: {span('nodash-tq1', 2)}"):
         assert quoted in summary, quoted
+
+
+def test_the_hopper_set_table_and_its_ranges_are_the_recorded_launches():
+    """The same benchmark in the Hopper image's own Python set (real vLLM, then the stand-in shadowing it): the
+    table is read from its console logs, and what the text and the summary row quote is that table's."""
+    folders = {"vLLM 0.24.0": "real", "stand-in": "standin"}
+    phases = _cpu_table("cpu-startup-table-hopper-env", lambda c: (
+        f"{folders[c[0]]}/{_lever(c[1])}", CPU_DATA / "startup-cpu-hopper-env" / folders[c[0]], _lever(c[1])))
+    assert sorted(phases) == ["real/nodash", "real/nodash-tq1", "real/shipped", "real/tq1",
+                              "standin/nodash-tq1", "standin/shipped"] and all(len(v) == 2 for v in phases.values())
+
+    def span(key: str, i: int) -> str:
+        return _span(v[i] for v in phases[key])
+
+    doc = " ".join(OVERHEAD.read_text().split())
+    summary = (REPO / "docs" / "benchmarks.md").read_text()
+    quotes = {
+        doc: [f"As the image ships, {span('real/shipped', 2)} from launch to the datasets; with both levers "
+              f"{span('real/nodash-tq1', 2)}",
+              f"datasets phase to {_span([*(v[1] for v in phases['real/tq1']), *(v[1] for v in phases['real/nodash-tq1'])])}"
+              f" from {span('real/shipped', 1)}",
+              f"launch to Ray to {_span([*(v[0] for v in phases['real/nodash']), *(v[0] for v in phases['real/nodash-tq1'])])}"
+              f" from {span('real/shipped', 0)}",
+              f"{span('real/shipped', 2)} against {span('standin/shipped', 2)}",
+              f"launch to Ray {span('real/shipped', 0)} against {span('standin/shipped', 0)}",
+              f"the datasets phase {span('real/shipped', 1)} against {span('standin/shipped', 1)}",
+              f"with one unit, {span('real/nodash-tq1', 1)} against {span('standin/nodash-tq1', 1)}",
+              f"stand-in, shipped: {span('standin/shipped', 2)} against"],
+        summary: [f"shipped {span('real/shipped', 2)}; both levers: {span('real/nodash-tq1', 2)}",
+                  f"stand-in in the same set, shipped: {span('standin/shipped', 2)}"],
+    }
+    for text, quoted in quotes.items():
+        for q in quoted:
+            assert q in text, q
+    # the import probes the text quotes are the recorded output of benchmarks/startup_cpu/imports.py
+    probes = {}
+    for name in ("real", "standin"):
+        for line in (CPU_DATA / "startup-cpu-hopper-env" / f"imports-{name}.txt").read_text().splitlines()[1:]:
+            label, rest = line.split(": median ")
+            probes[name, label] = rest.split(" s ")[0]
+    rollout = "driver: vLLM rollout utils (validate_config's LoRA rank check)"
+    for q in (f"took {probes['real', rollout]} s (median of 3) with vLLM and {probes['standin', rollout]} s with the",
+              f"(`vllm.config.lora`) took {probes['real', 'driver: vLLM' + chr(39) + 's rank list alone (vllm.config.lora)']} s",
+              f"median {probes['real', 'storage actor: transfer_queue.storage.simple_storage']} s"):
+        assert q in doc, q
