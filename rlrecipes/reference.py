@@ -36,6 +36,7 @@ class Throughput:
     gpu: str                       # the GPU model it was measured on (nvidia-smi's name): a cost belongs to one
     config: tuple[tuple[str, object], ...] = ()  # config values it was measured with (see the module doc)
     metrics: str = ""              # the recorded run's verl metrics JSONL (see the module doc); "" where none
+    console: str = ""              # its console log where it is not `console-<stamp>.log` beside the metrics file
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         source="docs/bench/gpu-hopper-3b.md", gpu="NVIDIA H200",
         config=(("actor_rollout_ref.model.use_fused_kernels", True),),
         metrics="docs/bench/gpu-data/hopper-3b-64/variant/metrics.jsonl",
+        console="docs/bench/gpu-data/hopper-3b-64/variant/verl-console.log.gz",
     ),
     Throughput(
         key="h200-3b-grpo-lora-unfused-step",
@@ -83,6 +85,7 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         source="docs/bench/gpu-hopper-3b.md", gpu="NVIDIA H200",
         config=(("actor_rollout_ref.model.use_fused_kernels", False),),
         metrics="docs/bench/gpu-data/hopper-3b-steps/metrics.jsonl",
+        console="docs/bench/gpu-data/hopper-3b-steps/verl-console.log.gz",
     ),
     Throughput(
         key="h200-3b-rollout-rate",

@@ -5,6 +5,8 @@ the Markdown table docs/bench/gpu-overhead.md shows (tests/report/test_startup.p
 
 Seconds from the line before: launch -> Ray -> verl's config and datasets -> actor and reference models ->
 rollout engine and weight sync -> ready to fit. A launch whose verl prints only Ray's line (0.5.0) has one phase.
+A log without the launcher's stamp in its name (the flagship's `verl-console.log.gz`, the smoke runs' numbered
+logs) is timed from Ray on: its first column is "-", its last says "(from Ray)".
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from rlrecipes.verl.startup import MILESTONES, read_startup  # noqa: E402
+from rlrecipes.verl.startup import MILESTONES, console_logs, read_startup  # noqa: E402
 
 
 def table(records: Path) -> str:
     keys = [key for key, _, _ in MILESTONES]
     lines = ["| launch (console log under docs/bench/gpu-data/) | " + " | ".join(keys) + " | launch to the last |",
              "|---|" + "---|" * (len(keys) + 1)]
-    for log in sorted(records.rglob("console-*.log")):
+    for log in console_logs(records):
         startup = read_startup(log)
         if startup is None:
             continue

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from rlrecipes.paths import repo_root
 from rlrecipes.reference import Throughput, same_gpu, step_seconds_at, throughput_for
 from rlrecipes.verl.run_metrics import load_run, phase_medians, steady_step_times
-from rlrecipes.verl.startup import run_startups
+from rlrecipes.verl.startup import read_startup, run_startups
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class RecordedRun:
     phases: dict = field(default_factory=dict)  # phase -> {metric, median_s, steps, source}
     mfu: dict = field(default_factory=dict)     # perf/mfu/* -> {median, steps, source}
     startup_seconds: float | None = None        # its first launch to verl's "ready to fit" (its console log)
+    startup_from: str = "launch"                # what startup_seconds is timed from: "launch", or "ray" where the
+                                                # log has no launch stamp (Ray's start to "ready to fit")
 
 
 def recorded_run(t: Throughput) -> RecordedRun | str:
@@ -37,12 +39,17 @@ def recorded_run(t: Throughput) -> RecordedRun | str:
     steady, _ = steady_step_times(run)
     lengths = [run.steps[x]["response_length/mean"] for x in steady if "response_length/mean" in run.steps[x]]
     medians = phase_medians(run)
-    startups = [s for s in run_startups([path]) if s.complete]
+    console = repo_root() / t.console if t.console else None
+    startups = run_startups([path]) if console is None else [
+        s for s in [read_startup(console) if console.is_file() else None] if s is not None]
+    whole = [s for s in startups if s.complete]
+    from_ray = [s.ray_to_ready_s for s in startups if s.ray_to_ready_s is not None]
     return RecordedRun(
         source=t.metrics, mean_response_length=sum(lengths) / len(lengths) if lengths else None,
         phases={name: {**v, "source": t.metrics} for name, v in medians["phases"].items()},
         mfu={key: {**v, "source": t.metrics} for key, v in medians["mfu"].items()},
-        startup_seconds=startups[0].total_s if startups else None)
+        startup_seconds=whole[0].total_s if whole else from_ray[0] if from_ray else None,
+        startup_from="launch" if whole or not from_ray else "ray")
 
 
 def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -> int:
@@ -56,6 +63,9 @@ STARTUP_NOT_RECORDED = "not recorded (no record times model loading and vLLM sta
 # a start-up as recorded: the run's first launch; a host's second launch was faster, another host slower
 STARTUP_RECORDED = ("{seconds:.0f} s as recorded (launch to verl's 'ready to fit', a host's first launch; each "
                     "resume pays it again: docs/bench/gpu-overhead.md)")
+# a record whose console log has no launch stamp times its start-up from Ray's start
+STARTUP_FROM_RAY = ("{seconds:.0f} s as recorded from Ray's start to verl's 'ready to fit' (the launch to Ray before it "
+                    "is not in that record; each resume pays it again: docs/bench/gpu-overhead.md)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,7 @@ class TimeEstimate:
     save_seconds: float | None            # one checkpoint save as recorded (timing_s/save_checkpoint)
     startup: str
     startup_seconds: float | None         # the recorded run's start-up, in the totals; None: not recorded
+    startup_from: str                     # "launch", "ray" (the record's log has no launch stamp), "": none
     low_total_seconds: float | None       # steps at the low end + what is recorded of validation and saves
     high_total_seconds: float | None
     record: str                           # the recorded run's metrics file, or why there is none
@@ -123,6 +134,8 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
     save = phases.get("save", {}).get("median_s") if t.recipe == recipe else None
     # and so does its start-up (the model, the engine): only a record of this recipe has it
     startup = rec.startup_seconds if isinstance(rec, RecordedRun) and t.recipe == recipe else None
+    startup_text = STARTUP_NOT_RECORDED if startup is None else (
+        STARTUP_FROM_RAY if rec.startup_from == "ray" else STARTUP_RECORDED).format(seconds=startup)
     extra = validations * (validation or 0.0) + saves * (save or 0.0) + (startup or 0.0)
     return TimeEstimate(
         seconds_per_step=per_step, total_seconds=per_step * total_steps if total_steps else None,
@@ -130,8 +143,9 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
         profile_gpu=profile_gpu, same_gpu=same_gpu(profile_gpu, t.gpu), scaled=scaled,
         max_response_length=max_response_length, recorded_mean_length=mean, low_seconds_per_step=low,
         validations=validations, validation_seconds=validation, saves=saves, save_seconds=save,
-        startup=STARTUP_RECORDED.format(seconds=startup) if startup is not None else STARTUP_NOT_RECORDED,
+        startup=startup_text,
         startup_seconds=startup,
+        startup_from="" if startup is None else rec.startup_from,
         low_total_seconds=low * total_steps + extra if total_steps and low is not None else None,
         high_total_seconds=per_step * total_steps + extra if total_steps else None,
         record=rec.source if isinstance(rec, RecordedRun) else rec,

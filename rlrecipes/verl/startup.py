@@ -1,7 +1,8 @@
 """A launch's start-up, read from its console log: how long from the launch to each milestone verl prints on the
 way to its first step, phase by phase.
 
-The launch is the console log's own stamp (the launcher names it `console-<UTC stamp>.log` as it starts verl).
+The launch is the console log's own stamp (the launcher names it `console-<UTC stamp>.log` as it starts verl; a
+log kept gzipped, `.log.gz`, is read as it is). A log named otherwise has no launch: it is read from Ray's line on.
 The milestones are lines verl 0.9.1 prints with a timestamp, in this order (`verl/trainer/main_ppo.py` and
 `ppo/ray_trainer.py`; Ray's own line for the first):
 
@@ -20,6 +21,7 @@ launch, or more than an hour after it, is read from Ray's line on (the two clock
 
 from __future__ import annotations
 
+import gzip
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,7 +38,7 @@ MILESTONES = (
     ("ready", "checkpoint loaded on a resume; ready to fit",
      re.compile(r"INFO:" + _TIME + r":all initialize finished, ready to fit")),
 )
-_STAMP = re.compile(r"^console-(\d{8}T\d{6}Z)\.log$")
+_STAMP = re.compile(r"^console-(\d{8}T\d{6}Z)\.log(\.gz)?$")
 PLAUSIBLE_S = 3600.0  # a first milestone later than this after the launch: the clocks disagree
 
 
@@ -51,7 +53,8 @@ class Phase:
 class Startup:
     log: Path
     phases: list[Phase] = field(default_factory=list)
-    from_launch: bool = True  # False: the launch stamp and the log's clock disagree; the phases start at Ray
+    from_launch: bool = True  # False: no launch stamp, or it and the log's clock disagree: see `start`
+    start: str = "launch"     # what the first phase is timed from: the launch, or the first milestone seen
 
     @property
     def total_s(self) -> float:
@@ -65,6 +68,15 @@ class Startup:
     def complete(self) -> bool:
         """Timed from the launch to "ready to fit": a whole start-up, one to compare."""
         return self.from_launch and self.reached == "ready"
+
+    @property
+    def ray_to_ready_s(self) -> float | None:
+        """Seconds from Ray's start to "ready to fit" (every phase but the launch's first), or None when the log
+        has either milestone missing: what a log without a launch stamp still times."""
+        ray_seen = self.start == "ray" or any(phase.key == "ray" for phase in self.phases)
+        if self.reached != "ready" or not ray_seen:
+            return None
+        return sum(phase.seconds for phase in self.phases if phase.key != "ray")
 
 
 def _utc(text: str, fmt: str) -> datetime | None:
@@ -84,7 +96,7 @@ def read_startup(log: str | Path) -> Startup | None:
     """The start-up of the launch that wrote console log `log`, or None when it printed no milestone."""
     log = Path(log)
     seen: dict[str, datetime] = {}
-    with open(log, "rb") as f:
+    with (gzip.open if log.name.endswith(".gz") else open)(log, "rb") as f:
         for raw in f:
             line = raw.decode("utf-8", errors="replace")
             for key, _, pattern in MILESTONES:
@@ -103,6 +115,7 @@ def read_startup(log: str | Path) -> Startup | None:
     first = min(seen.values())
     if previous is None or not 0 <= (first - previous).total_seconds() <= PLAUSIBLE_S:
         startup.from_launch, previous = False, None
+        startup.start = next(key for key, _, _ in MILESTONES if key in seen)
     for key, what, _ in MILESTONES:
         if key not in seen:
             continue
@@ -110,6 +123,12 @@ def read_startup(log: str | Path) -> Startup | None:
             startup.phases.append(Phase(key, what, (seen[key] - previous).total_seconds()))
         previous = seen[key]
     return startup
+
+
+def console_logs(root: Path) -> list[Path]:
+    """Every console log under `root`, as the launcher names them (`console-<stamp>.log`) and as records keep them
+    (gzipped, or named for what ran: `verl-console.log.gz`, `smoke-ppo-console-<stamp>-1.log.gz`), sorted."""
+    return sorted(p for p in root.rglob("*console*.log*") if p.is_file() and p.name.endswith((".log", ".log.gz")))
 
 
 def run_startups(log_paths: list[Path]) -> list[Startup]:

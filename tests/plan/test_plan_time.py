@@ -91,13 +91,25 @@ def test_every_throughput_names_existing_profiles_and_its_record():
 def test_plan_cli_prints_the_estimate_and_its_origin(capsys):
     assert main(["plan", GRPO, "--profile", "h200-141gb"]) == 0
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())
-    assert "time (estimate)" in out and "~9.9 h for 35 steps: ~1023.4 s/step at the maximum length" in out
+    assert "time (estimate)" in out and "~10.0 h for 35 steps: ~1023.4 s/step at the maximum length" in out
     assert "(record: docs/bench/gpu-hopper-3b.md)" in out
     # the record's responses all ran to 1024 tokens (ignore_eos): no lower figure, and it says so
     assert "the recorded run's mean, 1024, is not shorter: no lower figure" in out
+    # the README quotes what plan prints, for the fused figure and the unfused one
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "10.0 h for the shipped 1024 x 5 on one H200, the recorded start-up included" in readme
+    assert main(["plan", GRPO, "--profile", "h200-141gb", "actor_rollout_ref.model.use_fused_kernels=false"]) == 0
+    unfused = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "~28.0 h for 35 steps" in unfused and "unfused measurement: 28.0 h)" in readme
+    # and docs/hardware.md, with the start-up each record's console log times from Ray
+    hardware = (REPO / "docs" / "hardware.md").read_text()
+    for record, hours in (("hopper-3b-64/variant", "10.0"), ("hopper-3b-steps", "28.0")):
+        ray_to_ready = read_startup(REPO / "docs/bench/gpu-data" / record / "verl-console.log.gz").ray_to_ready_s
+        assert f"start-up from Ray ({ray_to_ready:.0f} s)" in hardware and f"~{hours} h |" in hardware
     assert main(["plan", GRPO, "--profile", "h200-141gb", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["time"]["seconds_per_step"] == pytest.approx(63.96 * 16)
+    assert data["time"]["startup_from"] == "ray" and 200 < data["time"]["startup_seconds"] < 300
     assert main(["plan", "qwen2.5-0.5b-gsm8k-ppo"]) == 0
     assert "none: no throughput measured" in capsys.readouterr().out
 
@@ -185,6 +197,7 @@ def test_canary_range_runs_from_the_recorded_mean_length_to_the_maximum():
     startup = read_startup(console).total_s
     assert time["startup_seconds"] == pytest.approx(startup) and 200 < startup < 300
     assert time["startup"].startswith(f"{startup:.0f} s as recorded (launch to verl's 'ready to fit'")
+    assert time["startup_from"] == "launch"
     assert time["high_total_seconds"] == pytest.approx(60 * time["seconds_per_step"] + 7 * val + 2 * save + startup)
     assert time["low_total_seconds"] == pytest.approx(60 * 5.13 + 7 * val + 2 * save + startup)
     # measured on an H200; the profile is any sm_90+ GPU: said, not hidden
@@ -209,7 +222,10 @@ def test_plan_cli_prints_the_range_and_which_gpu_it_was_measured_on(capsys):
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())
     assert "measured on this profile's GPU model (NVIDIA H200)" in out
     assert "8 validation(s): time not recorded" in out  # the 3B record has no validation
-    assert "start-up not recorded" in out  # nor a console log beside its metrics
+    # its console log has no launch stamp: the start-up it times runs from Ray's start, and plan says so
+    console = read_startup(REPO / "docs/bench/gpu-data/hopper-3b-64/variant/verl-console.log.gz")
+    assert not console.from_launch and 200 < console.ray_to_ready_s < 300
+    assert f"start-up {console.ray_to_ready_s:.0f} s as recorded from Ray's start to verl's 'ready to fit'" in out
     assert "update_actor 26.39" in out and "MFU actor 0.283" in out
 
 

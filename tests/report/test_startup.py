@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.cli import main
-from rlrecipes.verl.startup import read_startup, run_startups
+from rlrecipes.verl.startup import console_logs, read_startup, run_startups
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = REPO / "docs" / "bench" / "gpu-data"
@@ -48,6 +48,31 @@ def test_a_log_whose_clock_disagrees_with_its_stamp_is_read_from_ray_on(tmp_path
     startup = read_startup(log)
     assert not startup.from_launch
     assert [(p.key, p.seconds) for p in startup.phases] == [("datasets", 30.5), ("ready", 10.0)]
+
+
+def test_a_gzipped_log_reads_as_it_is_and_a_log_without_a_stamp_from_ray_on(tmp_path):
+    import gzip
+
+    lines = ["2026-12-04 10:00:30,000\tINFO worker.py:2024 -- Started a local Ray instance.",
+             "(TaskRunnerV1 pid=1) INFO:2026-12-04 10:01:00,500:train and validate dataloader initialized, ...",
+             "(TaskRunnerV1 pid=1) INFO:2026-12-04 10:01:10,500:all initialize finished, ready to fit"]
+    stamped = tmp_path / "console-20261204T100000Z.log.gz"
+    unstamped = tmp_path / "verl-console.log.gz"
+    for path in (stamped, unstamped):
+        with gzip.open(path, "wt") as f:
+            f.write("\n".join(lines) + "\n")
+    whole = read_startup(stamped)
+    assert whole.complete and [(p.key, p.seconds) for p in whole.phases] == [
+        ("ray", 30.0), ("datasets", 30.5), ("ready", 10.0)]
+    assert whole.ray_to_ready_s == 40.5
+    from_ray = read_startup(unstamped)
+    assert not from_ray.complete and from_ray.start == "ray"
+    assert [(p.key, p.seconds) for p in from_ray.phases] == [("datasets", 30.5), ("ready", 10.0)]
+    assert from_ray.ray_to_ready_s == 40.5
+    # without Ray's line there is no "from Ray": the phases start at the datasets
+    no_ray = console(tmp_path, "x", *lines[1:])
+    assert read_startup(no_ray).start == "datasets" and read_startup(no_ray).ray_to_ready_s is None
+    assert console_logs(tmp_path) == sorted([stamped, unstamped, no_ray])
 
 
 def test_an_older_verl_has_ray_alone_and_a_log_without_milestones_has_none(tmp_path):
@@ -94,7 +119,8 @@ def test_the_reliability_record_quotes_the_same_start_up(quoted):
 def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     """docs/bench/gpu-overhead.md and docs/benchmarks.md quote the start-up's range and its rollout phase's: both
     come from the recorded console logs, not typed twice."""
-    whole = [s for s in map(read_startup, sorted(RECORDS.rglob("console-*.log"))) if s is not None and s.complete]
+    startups = [s for s in map(read_startup, console_logs(RECORDS)) if s is not None]
+    whole = [s for s in startups if s.complete]
     totals = [s.total_s for s in whole]
     rollout = [p.seconds for s in whole for p in s.phases if p.key == "rollout"]
     quoted = (f"{min(totals):.0f}-{max(totals):.0f} s", f"{min(rollout):.0f}-{max(rollout):.0f} s")
@@ -102,6 +128,31 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     for doc in (REPO / "docs" / "bench" / "gpu-overhead.md", REPO / "docs" / "benchmarks.md"):
         text = " ".join(doc.read_text().split())
         assert all(q in text for q in quoted), doc
+
+    def span(values) -> str:
+        values = [f"{v:.0f}" for v in values]  # as the table prints them
+        return f"{min(values, key=float)}-{max(values, key=float)} s"
+
+    def phase(group, key):
+        return [p.seconds for s in group for p in s.phases if p.key == key]
+
+    flagship = [s for s in startups if s.log.parent.name.startswith("hopper-3b") or s.log.parent.name == "variant"]
+    smoke = [s for s in startups if s.log.parent.name == "hopper" and s.reached == "ready"]
+    recovery = [read_startup(log) for log in sorted((RECORDS / "recovery-hopper").glob("attempt-*.log"))]
+    assert len(flagship) == 4 and len(smoke) == 4 and len(recovery) == 3
+    assert all(not s.from_launch and s.start == "ray" for s in flagship + smoke + recovery)
+    text = " ".join((REPO / "docs" / "bench" / "gpu-overhead.md").read_text().split())
+    for q in (f"flagship's Ray to \"ready to fit\" took {span(s.ray_to_ready_s for s in flagship)}",
+              f"Its rollout engine took {span(phase(flagship, 'rollout'))}, its models {span(phase(flagship, 'models'))}",
+              f"It took {span(phase(flagship, 'datasets'))} for the flagship's 256 + 64 rows and "
+              f"{span(phase(smoke, 'datasets'))} for the smoke runs' 256 + 64 against "
+              f"{span(phase(whole, 'datasets'))} for the canary's",
+              f"the canary's took {span(phase(whole, 'ray'))}",
+              f"they took {span(s.ray_to_ready_s for s in recovery)} from Ray"):
+        assert q in text, q
+    summary = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
+    assert (f"{span(s.ray_to_ready_s for s in flagship)}; the rollout engine {span(phase(flagship, 'rollout'))} of it"
+            in summary)
 
 
 CPU_DATA = REPO / "docs" / "bench" / "cpu-data"
