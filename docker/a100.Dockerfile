@@ -92,6 +92,15 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     && pip install --no-deps "https://github.com/Dao-AILab/flash-attention/releases/download/v${FLASH_ATTN_VERSION}/${wheel}" \
     && python -c "import flash_attn, torch; print('flash-attn', flash_attn.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda)"
 
+# Anchored edit to verl 0.8.0 (scripts/patch_verl.py --image a100); the build fails if its anchor does not match.
+# rollout-skip-detokenize: verl's rollout is token-in/token-out, but vLLM detokenizes every token by default
+#   (SamplingParams.detokenize=True). On an H200 with the Hopper stack the GPU sat idle the last 8-11 s of each
+#   3B rollout phase while the server still returned responses (docs/bench/gpu-hopper-3b.md); verl 0.8.0's
+#   generate has the same line. Off unless string stop/bad_words need it (verl PR #7679, open).
+COPY scripts/patch_verl.py /opt/rlrecipes/scripts/patch_verl.py
+RUN python /opt/rlrecipes/scripts/patch_verl.py --image a100 \
+    && python /opt/rlrecipes/scripts/patch_verl.py --image a100 --check
+
 # Fail the build, not the first training step, when the stack does not hold together.
 # Under SKIP_GPU_WHEELS=1 verl itself cannot import (it needs torch): check the rest of the stack imports.
 RUN if [ "${SKIP_GPU_WHEELS}" = 1 ]; then \

@@ -13,7 +13,8 @@ Without flash-attn -- the Hopper image has none: no wheel exists for CUDA 13 + t
 with a critic (PPO) fails at start-up with "FlashAttention2 has been toggled on, but it cannot be used".
 The edit makes both arguments take the config's choice (flash_attention_2 stays the default when the
 config names none, as upstream).
-rollout-skip-detokenize (verl PR #7679, open): verl's vLLM rollout is token-in/token-out --
+rollout-skip-detokenize (verl PR #7679, open; on the hopper image and on a100, verl 0.8.0 + vLLM 0.11.0, whose
+`vLLMHttpServer.generate` has the same line): verl's vLLM rollout is token-in/token-out --
 `vLLMHttpServer.generate` reads only `outputs[0].token_ids`, the log-probs and `finish_reason` -- but vLLM's
 default `SamplingParams.detokenize=True` makes vLLM's front end detokenize every generated token. On an
 H200 without internet access (the 3B GRPO-LoRA recipe, 64 prompts x 5 x 1024 tokens) the GPU sat idle for
@@ -203,6 +204,22 @@ P40_EDITS: tuple[Edit, ...] = (
     ),
 )
 
+# --- hopper (verl 0.9.1) and a100 (verl 0.8.0): the rollout without per-token detokenization -------
+
+DETOKENIZE = Edit(
+    name="rollout-skip-detokenize",
+    file="workers/rollout/vllm_rollout/vllm_async_server.py",
+    within="class vLLMHttpServer:\n",
+    function="    async def generate(\n",
+    anchor="\n        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)\n",
+    replacement=('\n        if not sampling_params.get("stop") and not sampling_params.get("bad_words"):'
+                 "  # rlrecipes: verl PR #7679\n"
+                 '            sampling_params.setdefault("detokenize", False)\n'
+                 "        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)\n"),
+    marker="# rlrecipes: verl PR #7679",
+    why="verl PR #7679",
+)
+
 # --- hopper: verl 0.9.1 ----------------------------------------------------------------------------
 
 HOPPER_EDITS: tuple[Edit, ...] = (
@@ -217,22 +234,16 @@ HOPPER_EDITS: tuple[Edit, ...] = (
         why="verl #5210",
         sites=2,
     ),
-    Edit(
-        name="rollout-skip-detokenize",
-        file="workers/rollout/vllm_rollout/vllm_async_server.py",
-        within="class vLLMHttpServer:\n",
-        function="    async def generate(\n",
-        anchor="\n        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)\n",
-        replacement=('\n        if not sampling_params.get("stop") and not sampling_params.get("bad_words"):'
-                     "  # rlrecipes: verl PR #7679\n"
-                     '            sampling_params.setdefault("detokenize", False)\n'
-                     "        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)\n"),
-        marker="# rlrecipes: verl PR #7679",
-        why="verl PR #7679",
-    ),
+    DETOKENIZE,
 )
 
-IMAGES: dict[str, Table] = {"p40": Table("0.5.0", P40_EDITS), "hopper": Table("0.9.1", HOPPER_EDITS)}
+# --- a100: verl 0.8.0 (vLLM 0.11.0) -------------------------------------------------------------------
+# The A100 image has flash-attn, so the critic edit is not needed; its vLLMHttpServer.generate is the same
+# token-in/token-out code with the same SamplingParams line.
+A100_EDITS: tuple[Edit, ...] = (DETOKENIZE,)
+
+IMAGES: dict[str, Table] = {"p40": Table("0.5.0", P40_EDITS), "hopper": Table("0.9.1", HOPPER_EDITS),
+                            "a100": Table("0.8.0", A100_EDITS)}
 
 
 def verl_root(explicit: str | None) -> Path:
@@ -337,7 +348,7 @@ def _error(message: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", required=True, choices=sorted(IMAGES),
-                        help="whose table of edits: p40 (verl 0.5.0) or hopper (verl 0.9.1)")
+                        help="whose table of edits: p40 (verl 0.5.0), hopper (verl 0.9.1) or a100 (verl 0.8.0)")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 unless every edit is applied")
     parser.add_argument("--verl-root", help="the verl package directory (default: the importable verl)")
     parser.add_argument("--skip", action="append", default=[], metavar="EDIT",

@@ -95,6 +95,17 @@ def test_p40_verl_is_patched_and_flash_attn_absent(docker_env, standin_image):  
     assert run_in(docker_env, image, "-c", probe, entrypoint="python3").stdout.strip() == "None None"
 
 
+@pytest.mark.parametrize("standin_image", ["a100"], indirect=True)
+def test_a100_verl_has_its_rollout_edit(docker_env, standin_image):  # noqa: F811
+    _, image = standin_image
+    proc = run_in(docker_env, image, "/opt/rlrecipes/scripts/patch_verl.py", "--image", "a100", "--check",
+                  entrypoint="python")
+    # the stand-in's Python is its base's (3.11), the real image's 3.12: the site-packages path differs
+    assert re.fullmatch(r"verl 0\.8\.0 at /opt/venv/lib/python3\.1\d/site-packages/verl \(a100 edits, check only\)\n"
+                        r"ALREADY /opt/venv/\S+/verl/workers/rollout/vllm_rollout/vllm_async_server\.py "
+                        r"rollout-skip-detokenize \(verl PR #7679\)\nall 1 edits applied\n", proc.stdout), proc.stdout
+
+
 def test_entrypoint_runs_commands_and_names_missing_recipe(docker_env, standin_image):  # noqa: F811
     _, image = standin_image
     assert run_in(docker_env, image, "rlrecipes", "--version").stdout.startswith("rlrecipes ")

@@ -43,6 +43,7 @@ assert Path(patch.__file__).resolve() == SCRIPT.resolve()
 
 P40 = patch.IMAGES["p40"].edits
 HOPPER = patch.IMAGES["hopper"].edits
+A100 = patch.IMAGES["a100"].edits
 
 
 def run_patch(image: str, *args: str) -> subprocess.CompletedProcess:
@@ -83,7 +84,7 @@ def test_every_edit_is_recognisable_after_patching():
 
 
 def test_image_is_required_and_chosen_from_the_tables(tmp_path, capsys):
-    for argv in ([], ["--image", "a100"]):
+    for argv in ([], ["--image", "h100"]):
         with pytest.raises(SystemExit) as exit_:
             patch.main(argv + ["--verl-root", str(tmp_path)])
         assert exit_.value.code == 2
@@ -520,22 +521,36 @@ def sampling_params_assignment(gen: ast.AsyncFunctionDef) -> int:
     return index
 
 
+def verl_files(tmp_path: Path, python: Path, *rels: Path) -> Path:
+    """A verl package directory holding copies of `rels` (and its version file) from `python`'s verl."""
+    out = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('verl').submodule_search_locations[0])"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    root = tmp_path / "verl"
+    for rel in (*rels, VERSION):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(out.stdout.strip()) / rel, root / rel)
+    return root
+
+
 @pytest.mark.verl
-def test_detokenize_edit_on_the_real_generate(verl_091_copy):
-    server = verl_091_copy / SERVER
+@pytest.mark.parametrize(("image", "version"), [("hopper", "0.9.1"), ("a100", "0.8.0")])
+def test_detokenize_edit_on_the_real_generate(tmp_path, verl_python, image, version):
+    root = verl_files(tmp_path, verl_python(version), MODEL, SERVER)
+    edits = patch.IMAGES[image].edits
+    server = root / SERVER
     original = server.read_text()
     gen = generate_of(ast.parse(original))
-    assert "detokenize" not in ast.get_source_segment(original, gen)  # released verl 0.9.1: vLLM detokenizes
+    assert "detokenize" not in ast.get_source_segment(original, gen)  # the released verl: vLLM detokenizes
 
-    check = run("--verl-root", str(verl_091_copy), "--check")
-    assert check.returncode == 1 and states(check)["rollout-skip-detokenize"] == "UNPATCHED"
-    first = run("--verl-root", str(verl_091_copy))
-    assert first.returncode == 0 and states(first)["rollout-skip-detokenize"] == "PATCHED"
+    check = run_patch(image, "--verl-root", str(root), "--check")
+    assert check.returncode == 1 and states(check, edits)["rollout-skip-detokenize"] == "UNPATCHED"
+    first = run_patch(image, "--verl-root", str(root))
+    assert first.returncode == 0 and states(first, edits)["rollout-skip-detokenize"] == "PATCHED"
     patched = server.read_text()
-    again = run("--verl-root", str(verl_091_copy))
-    assert again.returncode == 0 and states(again)["rollout-skip-detokenize"] == "ALREADY"
+    again = run_patch(image, "--verl-root", str(root))
+    assert again.returncode == 0 and states(again, edits)["rollout-skip-detokenize"] == "ALREADY"
     assert server.read_text() == patched
-    assert run("--verl-root", str(verl_091_copy), "--check").returncode == 0
+    assert run_patch(image, "--verl-root", str(root), "--check").returncode == 0
 
     # Exactly two lines were inserted, right before the SamplingParams(...) line, and nothing else changed.
     old, new = original.splitlines(keepends=True), patched.splitlines(keepends=True)
@@ -564,6 +579,14 @@ def test_detokenize_edit_on_the_real_generate(verl_091_copy):
     assert decide({"stop": "</answer>"}) == {"stop": "</answer>"}
     assert decide({"bad_words": ["x"]}) == {"bad_words": ["x"]}
     assert decide({"detokenize": True}) == {"detokenize": True}
+    # what generate reads of vLLM's answer is tokens, not text: nothing downstream needs the detokenized string
+    body = ast.get_source_segment(patched, gen)
+    assert "outputs[0].token_ids" in body and "outputs[0].text" not in body
+
+
+def test_the_a100_table_is_the_hopper_detokenize_edit_alone():
+    assert A100 == (patch.DETOKENIZE,) and patch.DETOKENIZE in HOPPER
+    assert patch.IMAGES["a100"].verl == "0.8.0"
 
 
 # A stand-in for the two verl files: the real anchors in functions shaped like verl 0.9.1's.
@@ -867,10 +890,10 @@ def test_help_names_the_options(capsys):
     usage, _prog, rest = text.split(" ", 2)  # _prog: the running program's name
     # the description is the docstring's first paragraph only; every option's metavar and help in full
     assert usage == "usage:" and rest == (
-        "[-h] --image {hopper,p40} [--check] [--verl-root VERL_ROOT] [--skip EDIT] "
+        "[-h] --image {a100,hopper,p40} [--check] [--verl-root VERL_ROOT] [--skip EDIT] "
         "Anchored edits to the installed verl, one table of edits per image, applied at image build time. "
         "options: -h, --help show this help message and exit "
-        "--image {hopper,p40} whose table of edits: p40 (verl 0.5.0) or hopper (verl 0.9.1) "
+        "--image {a100,hopper,p40} whose table of edits: p40 (verl 0.5.0), hopper (verl 0.9.1) or a100 (verl 0.8.0) "
         "--check change nothing; exit 1 unless every edit is applied "
         "--verl-root VERL_ROOT the verl package directory (default: the importable verl) "
         "--skip EDIT leave this edit unapplied (repeatable): to show what fails without it")
