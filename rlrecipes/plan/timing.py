@@ -59,7 +59,7 @@ def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -
     return int(bool(val_before_train)) + during
 
 
-STARTUP_NOT_RECORDED = "not recorded (no record times model loading and vLLM start-up)"
+STARTUP_NOT_RECORDED = "not recorded (the figure's record has no console log of this recipe to time it from)"
 # a start-up as recorded: the run's first launch; a host's second launch was faster, another host slower
 STARTUP_RECORDED = ("{seconds:.0f} s as recorded (launch to verl's 'ready to fit', a host's first launch; each "
                     "resume pays it again: docs/bench/gpu-overhead.md)")

@@ -226,6 +226,11 @@ def test_plan_cli_prints_the_range_and_which_gpu_it_was_measured_on(capsys):
     console = read_startup(REPO / "docs/bench/gpu-data/hopper-3b-64/variant/verl-console.log.gz")
     assert not console.from_launch and 200 < console.ray_to_ready_s < 300
     assert f"start-up {console.ray_to_ready_s:.0f} s as recorded from Ray's start to verl's 'ready to fit'" in out
+    # the A100 figure is a reported run with no console log: its start-up is not in the hours, and plan says why
+    assert main(["plan", GRPO, "--profile", "a100-80gb", "--json"]) == 0
+    a100 = json.loads(capsys.readouterr().out)["time"]
+    assert (a100["startup_seconds"], a100["startup_from"]) == (None, "")
+    assert a100["startup"] == "not recorded (the figure's record has no console log of this recipe to time it from)"
     assert "update_actor 26.39" in out and "MFU actor 0.283" in out
 
 
