@@ -133,11 +133,15 @@ def console_logs(root: Path) -> list[Path]:
 
 def run_startups(log_paths: list[Path]) -> list[Startup]:
     """The start-up of each launch whose console log is among (or beside) `log_paths`, in launch order: a launch
-    logged as metrics-<stamp>.jsonl has its console-<stamp>.log next to it."""
+    logged as metrics-<stamp>.jsonl has its console-<stamp>.log next to it (or, kept gzipped, .log.gz)."""
     consoles = []
     for path in log_paths:
-        console = path if path.name.startswith("console-") else path.with_name(
-            "console-" + path.name.removeprefix("metrics-").removesuffix(".jsonl") + ".log")
-        if console.is_file() and console not in consoles:
+        if path.name.startswith("console-"):
+            candidates = [path]
+        else:
+            plain = path.with_name("console-" + path.name.removeprefix("metrics-").removesuffix(".jsonl") + ".log")
+            candidates = [plain, plain.with_name(plain.name + ".gz")]
+        console = next((c for c in candidates if c.is_file()), None)
+        if console is not None and console not in consoles:
             consoles.append(console)
     return [s for s in (read_startup(c) for c in sorted(consoles, key=lambda p: p.name)) if s is not None]

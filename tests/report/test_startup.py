@@ -33,6 +33,20 @@ def test_the_launches_of_a_run_come_in_launch_order_from_their_metrics_files():
     assert round(startups[1].total_s, 1) == 295.7
 
 
+def test_a_run_whose_console_logs_were_gzipped_keeps_its_start_ups(tmp_path):
+    import gzip
+    import shutil
+
+    for metrics in FILLED.glob("metrics-*.jsonl"):
+        shutil.copy(metrics, tmp_path / metrics.name)
+        console = FILLED / ("console-" + metrics.name.removeprefix("metrics-").removesuffix(".jsonl") + ".log")
+        with open(console, "rb") as src, gzip.open(tmp_path / (console.name + ".gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    startups = run_startups(sorted(tmp_path.glob("metrics-*.jsonl")))
+    assert [s.log.name for s in startups] == ["console-20261204T191215Z.log.gz", "console-20261204T192148Z.log.gz"]
+    assert [round(s.total_s, 1) for s in startups] == [368.3, 295.7] and all(s.complete for s in startups)
+
+
 def console(tmp_path: Path, stamp: str, *lines: str) -> Path:
     log = tmp_path / f"console-{stamp}.log"
     log.write_text("\n".join(lines) + "\n")
