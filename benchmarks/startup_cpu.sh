@@ -24,10 +24,11 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 W=${1:-/tmp/startup-cpu}; REPEATS=${2:-2}
-VENV=${VENV:-$REPO/.venvs/verl-0.9.1}; VLLM=${VLLM:-standin}; LEVERS=${LEVERS:-shipped nodash tq1 nodash-tq1}
+ALL_LEVERS="shipped nodash tq1 nodash-tq1"
+VENV=${VENV:-$REPO/.venvs/verl-0.9.1}; VLLM=${VLLM:-standin}; LEVERS=${LEVERS:-$ALL_LEVERS}
 [ -x "$VENV/bin/python" ] || { echo "needs $VENV (make $VENV/.stamp)" >&2; exit 2; }
 for lever in $LEVERS; do
-  case $lever in shipped|nodash|tq1|nodash-tq1) ;; *) echo "unknown lever '$lever' (shipped, nodash, tq1, nodash-tq1)" >&2; exit 2 ;; esac
+  case " $ALL_LEVERS " in *" $lever "*) ;; *) echo "unknown lever '$lever' (one of: $ALL_LEVERS)" >&2; exit 2 ;; esac
 done
 mkdir -p "$W"
 case $VLLM in

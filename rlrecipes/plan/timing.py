@@ -24,8 +24,8 @@ class RecordedRun:
     phases: dict = field(default_factory=dict)  # phase -> {metric, median_s, steps, source}
     mfu: dict = field(default_factory=dict)     # perf/mfu/* -> {median, steps, source}
     startup_seconds: float | None = None        # its first launch to verl's "ready to fit" (its console log)
-    startup_from: str = "launch"                # what startup_seconds is timed from: "launch", or "ray" where the
-                                                # log has no launch stamp (Ray's start to "ready to fit")
+    startup_from: str = ""                      # what startup_seconds is timed from: "launch", or "ray" where the
+                                                # log has no launch stamp (Ray's start to "ready to fit"); "": none
 
 
 def recorded_run(t: Throughput) -> RecordedRun | str:
@@ -39,17 +39,19 @@ def recorded_run(t: Throughput) -> RecordedRun | str:
     steady, _ = steady_step_times(run)
     lengths = [run.steps[x]["response_length/mean"] for x in steady if "response_length/mean" in run.steps[x]]
     medians = phase_medians(run)
-    console = repo_root() / t.console if t.console else None
-    startups = run_startups([path]) if console is None else [
-        s for s in [read_startup(console) if console.is_file() else None] if s is not None]
-    whole = [s for s in startups if s.complete]
-    from_ray = [s.ray_to_ready_s for s in startups if s.ray_to_ready_s is not None]
+    if t.console:  # a console log named otherwise than console-<stamp>.log beside the metrics file
+        console = repo_root() / t.console
+        startups = [read_startup(console)] if console.is_file() else []
+    else:
+        startups = run_startups([path])
+    whole = [s for s in startups if s is not None and s.complete]
+    from_ray = [s.ray_to_ready_s for s in startups if s is not None and s.ray_to_ready_s is not None]
+    startup = (whole[0].total_s, "launch") if whole else (from_ray[0], "ray") if from_ray else (None, "")
     return RecordedRun(
         source=t.metrics, mean_response_length=sum(lengths) / len(lengths) if lengths else None,
         phases={name: {**v, "source": t.metrics} for name, v in medians["phases"].items()},
         mfu={key: {**v, "source": t.metrics} for key, v in medians["mfu"].items()},
-        startup_seconds=whole[0].total_s if whole else from_ray[0] if from_ray else None,
-        startup_from="launch" if whole or not from_ray else "ray")
+        startup_seconds=startup[0], startup_from=startup[1])
 
 
 def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -> int:
@@ -145,7 +147,7 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
         validations=validations, validation_seconds=validation, saves=saves, save_seconds=save,
         startup=startup_text,
         startup_seconds=startup,
-        startup_from="" if startup is None else rec.startup_from,
+        startup_from=rec.startup_from if startup is not None else "",
         low_total_seconds=low * total_steps + extra if total_steps and low is not None else None,
         high_total_seconds=per_step * total_steps + extra if total_steps else None,
         record=rec.source if isinstance(rec, RecordedRun) else rec,

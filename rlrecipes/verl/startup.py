@@ -53,8 +53,13 @@ class Phase:
 class Startup:
     log: Path
     phases: list[Phase] = field(default_factory=list)
-    from_launch: bool = True  # False: no launch stamp, or it and the log's clock disagree: see `start`
-    start: str = "launch"     # what the first phase is timed from: the launch, or the first milestone seen
+    # what the first phase is timed from: the launch, or (no launch stamp, or it and the log's clock disagree) the
+    # first milestone seen
+    start: str = "launch"
+
+    @property
+    def from_launch(self) -> bool:
+        return self.start == "launch"
 
     @property
     def total_s(self) -> float:
@@ -114,7 +119,7 @@ def read_startup(log: str | Path) -> Startup | None:
     previous = _launch_time(log)
     first = min(seen.values())
     if previous is None or not 0 <= (first - previous).total_seconds() <= PLAUSIBLE_S:
-        startup.from_launch, previous = False, None
+        previous = None
         startup.start = next(key for key, _, _ in MILESTONES if key in seen)
     for key, what, _ in MILESTONES:
         if key not in seen:
