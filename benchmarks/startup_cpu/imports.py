@@ -16,6 +16,7 @@ the seconds the timed import took:
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -39,8 +40,17 @@ print(time.perf_counter() - t)
 """
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"REPEATS must be a whole number >= 1, not {text!r}")
+    return int(text)
+
+
 def main(argv: list[str]) -> int:
-    repeats = int(argv[0]) if argv else 3
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("repeats", nargs="?", type=_positive, default=3, metavar="REPEATS",
+                        help="fresh interpreters per probe (default 3)")
+    repeats = parser.parse_args(argv).repeats
     import importlib.metadata as md
 
     print(f"python {sys.version.split()[0]}; " + ", ".join(
