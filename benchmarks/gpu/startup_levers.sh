@@ -1,49 +1,77 @@
 #!/usr/bin/env bash
 # GPU: the canary's start-up, lever by lever, on one host (issue 36; docs/bench/gpu-overhead.md). Each lever is
 # `make train RECIPE=canary-grpo-lora PROFILE=any-1gpu-hopper` from step 0 (a checkpoint and log folder of its
-# own), three steps, no validation, no save -- long enough to pass "ready to fit" and time two steady steps --
-# inside the image's environment, one after another, sharing one CACHE_DIR:
+# own), STEPS steps (default 5), no validation, no save -- long enough to pass "ready to fit" and time the steady
+# steps after the first -- inside the image's environment, one after another, sharing one CACHE_DIR. In the
+# default order (a sitting cut short keeps the levers that matter most):
 #
 #   shipped-cold   as shipped, the host's first launch (empty CACHE_DIR, cold page cache)
 #   shipped-warm   as shipped again: what a host's second launch gains with verl's vLLM compile cache off
+#   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
+#                  storage actor instead of verl's 8 and no Ray dashboard (against shipped-warm)
+#   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
+#                  start-up against its step time: generation without graphs)
+#   awake          actor_rollout_ref.rollout.free_cache_engine=False: vLLM keeps its weights and KV cache between
+#                  rollouts -- no sleep and wake, no KV-cache re-allocation each step (its 0.4 share stays allocated
+#                  while the actor trains; the canary's training peak is ~2 GiB). A step lever, against shipped-warm
+#   agents2        actor_rollout_ref.rollout.agent.num_workers=2: two agent-loop workers (Ray actors) instead of
+#                  verl's 8 -- fewer processes to start, the 512 requests of a step through two; against shipped-warm
 #   vllm-cache-1   VLLM_DISABLE_COMPILE_CACHE=0 (verl sets 1 unless the launch's environment sets it): vLLM
 #                  compiles and writes its cache under CACHE_DIR/vllm
 #   vllm-cache-2   the same again: vLLM reads that cache (against shipped-warm: what the cache saves)
-#   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
-#                  start-up against its step time: generation without graphs)
-#   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
-#                  storage actor instead of verl's 8 and no Ray dashboard (against shipped-warm)
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
-# in a user's `make reproduce`, comes first all the same). LEVERS picks and orders the levers (default: all six,
-# as above; 4-6 minutes each). Each lever's console log and metrics are copied to /root/w/out/levers/<lever>/ as
-# soon as it ends, so a cut-short sitting keeps what it finished; the table is benchmarks/gpu/startup_table.py
-# over those folders once they are under docs/bench/gpu-data/.
+# in a user's `make reproduce`, comes first all the same). LEVERS picks and orders the levers (4-6 minutes
+# each); `bash startup_levers.sh --print LEVER...` prints each one's `make train` ARGS and runs nothing. Each
+# lever's console log and metrics are copied to /root/w/out/levers/<lever>/ as soon as it ends, so a cut-short
+# sitting keeps what it finished; the table is benchmarks/gpu/startup_table.py over those folders once they are
+# under docs/bench/gpu-data/.
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/startup_levers.sh); follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
+STEPS="${STEPS:-5}"
+SHORT=(trainer.total_training_steps="$STEPS" trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1)
+# lever_args LEVER: its verl overrides (one a line) and its environment (ENV lines); exit 2 for an unknown lever
+lever_args() {
+  case $1 in
+    shipped-cold|shipped-warm) ;;
+    vllm-cache-1|vllm-cache-2) echo "ENV VLLM_DISABLE_COMPILE_CACHE=0" ;;
+    eager) echo "actor_rollout_ref.rollout.enforce_eager=True" ;;
+    lean) printf '%s\n' transfer_queue.backend.SimpleStorage.num_data_storage_units=1 \
+                        +ray_kwargs.ray_init.include_dashboard=false ;;
+    awake) echo "actor_rollout_ref.rollout.free_cache_engine=False" ;;
+    agents2) echo "actor_rollout_ref.rollout.agent.num_workers=2" ;;
+    *) return 2 ;;
+  esac
+}
+# --print LEVER...: each lever's whole ARGS of `make train` on one line (tests validate them against verl 0.9.1's
+# schema on a CPU host, so a misspelled key costs no GPU time); nothing else runs
+if [ "${1:-}" = --print ]; then
+  shift
+  for lever in "$@"; do
+    a=$(lever_args "$lever") || { echo "$lever: unknown lever" >&2; exit 2; }
+    mapfile -t over < <(grep -v '^ENV ' <<< "$a" | grep .)
+    echo "$lever ${SHORT[*]}${over[*]+ ${over[*]}}"
+  done
+  exit 0
+fi
 W=/root/w/levers
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
 . /root/repo/benchmarks/gpu/canary_recovery_common.sh
 record_env > "$O/env.txt" 2>&1
-read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm lean vllm-cache-1 vllm-cache-2 eager}"
-SHORT=(trainer.total_training_steps=3 trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1)
+read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm lean eager awake agents2 vllm-cache-1 vllm-cache-2}"
 
 stamp "assets"
 python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/assets.log" 2>&1
 stamp "assets: exit $?"
 
 for lever in "${levers[@]}"; do
+  a=$(lever_args "$lever") || { stamp "$lever: unknown lever, skipped"; continue; }
   extra=() lever_env=()
-  case $lever in
-    shipped-cold|shipped-warm) ;;
-    vllm-cache-1|vllm-cache-2) lever_env=(VLLM_DISABLE_COMPILE_CACHE=0) ;;
-    eager) extra=(actor_rollout_ref.rollout.enforce_eager=True) ;;
-    lean) extra=(transfer_queue.backend.SimpleStorage.num_data_storage_units=1
-                 +ray_kwargs.ray_init.include_dashboard=false) ;;
-    *) stamp "$lever: unknown lever, skipped"; continue ;;
-  esac
+  while read -r line; do
+    case $line in "") ;; "ENV "*) lever_env+=("${line#ENV }") ;; *) extra+=("$line") ;; esac
+  done <<< "$a"
   stamp "$lever: make train ${SHORT[*]} ${extra[*]-} ${lever_env[*]-}"
   env ${lever_env[@]+"${lever_env[@]}"} CKPT_DIR="$W/ckpt-$lever" LOG_DIR="$W/logs-$lever" \
     make train RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="${SHORT[*]} ${extra[*]-}" > "$O/$lever.log" 2>&1

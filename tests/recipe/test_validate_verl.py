@@ -308,3 +308,33 @@ def test_algorithm_canaries_compose_their_keys_in_verl(models_dir):
     assert dapo.config["reward"]["reward_kwargs"]["max_resp_len"] == dapo.config["data"]["max_response_length"]
     assert dr.config["algorithm"]["norm_adv_by_std_in_grpo"] is False
     assert dr.config["actor_rollout_ref"]["actor"]["loss_agg_mode"] == "seq-mean-token-sum-norm"
+
+
+def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir):
+    """benchmarks/gpu/startup_levers.sh's levers are `make train` ARGS on the canary's Hopper profile: each, as the
+    script prints it, composes and passes verl 0.9.1's own checks here, so a misspelled key costs no GPU time."""
+    import re
+    import subprocess
+
+    script = REPO / "benchmarks" / "gpu" / "startup_levers.sh"
+    default = re.search(r'LEVERS:-([^}"]+)', script.read_text()).group(1).split()
+    assert {"shipped-warm", "lean", "eager", "awake", "agents2"} <= set(default)
+    printed = subprocess.run(["bash", str(script), "--print", *default], capture_output=True, text=True, check=True)
+    levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())
+    assert list(levers) == default
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    runs = [resolve("canary-grpo-lora", overrides=levers[name].split(), profile="any-1gpu-hopper", env=env)
+            for name in default]
+    results = dict(zip(default, validate_runs(runs)))
+    for name, result in results.items():
+        assert result.ok and result.verl == "0.9.1", f"{name}: {result.describe()}"
+        assert result.config["trainer"]["total_training_steps"] == 5, name
+    rollout = {name: results[name].config["actor_rollout_ref"]["rollout"] for name in default}
+    assert rollout["awake"]["free_cache_engine"] is False and rollout["shipped-warm"]["free_cache_engine"] is True
+    assert rollout["agents2"]["agent"]["num_workers"] == 2 and rollout["shipped-warm"]["agent"]["num_workers"] == 8
+    assert rollout["eager"]["enforce_eager"] is True
+    lean = results["lean"].config
+    assert lean["transfer_queue"]["backend"]["SimpleStorage"]["num_data_storage_units"] == 1
+    assert lean["ray_kwargs"]["ray_init"]["include_dashboard"] is False
+    unknown = subprocess.run(["bash", str(script), "--print", "lean", "tq-one"], capture_output=True, text=True)
+    assert unknown.returncode == 2 and "tq-one: unknown lever" in unknown.stderr
