@@ -9,7 +9,7 @@
     resume-check  repair the checkpoint tracker so verl resumes from the last whole checkpoint
     preflight     GPUs, memory, disk, shm, model, data; writes the environment the launch needs
     train         preflight, the Ray cluster check (RAY_ADDRESS), then the recipe's launcher, once, with the
-                  compile caches under CACHE_DIR (COMPILE_CACHES)
+                  compile caches under CACHE_DIR (COMPILE_CACHES); a damaged vLLM cache index is set aside first
     resume        resume-check then train; again after a stall (exit 75), at most STALL_RESTARTS times
     eval          `rlrecipes eval ARGS` with the recipe's own validation file for its fast check
 
@@ -30,6 +30,7 @@ checkpoint the same command goes on from: verl's own error for it is torch's "un
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import sys
@@ -130,6 +131,48 @@ def compile_caches(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     return {key: str(path) for key, path in wanted.items()}
 
 
+# vLLM's compile-cache index, one per VLLM_CACHE_ROOT/torch_compile_cache/<hash>/rank_<r>_<dp>/<prefix>/: vLLM 0.24
+# writes it with a plain open(path, "w") (vllm/compilation/backends.py CompilerManager.save_to_file) and reads it at
+# the next start with ast.literal_eval(f.read()), then .items(), unguarded (initialize_cache) -- unlike the compiled
+# artefacts, which torch 2.11 writes with write_atomic. Read only with the cache on (VLLM_DISABLE_COMPILE_CACHE=0;
+# verl sets 1 unless the launch's environment sets it); docs/images.md, Compile caches.
+VLLM_CACHE_INDEX = "vllm_compile_cache.py"
+
+
+def _vllm_index_problem(text: str) -> str | None:
+    """What vLLM 0.24's CompilerManager.initialize_cache would fail on in an index's text, or None: not a Python
+    literal, not a dict, or a key that is not (range as (start, end), graph index, compiler name)."""
+    try:
+        cache = ast.literal_eval(text)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as exc:
+        return f"does not parse ({type(exc).__name__})"
+    if not isinstance(cache, dict):
+        return f"holds a {type(cache).__name__}, not a dict"
+    for key in cache:
+        if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[1], int) and isinstance(key[2], str)
+                and isinstance(key[0], tuple) and len(key[0]) == 2 and all(isinstance(n, int) for n in key[0])):
+            return f"has a key vLLM does not read: {key!r:.60}"
+    return None
+
+
+def set_aside_damaged_vllm_cache_indexes(vllm_cache_root: Path) -> list[tuple[Path, str]]:
+    """Every vLLM compile-cache index under `vllm_cache_root` that vLLM's own reader would fail on (a stop inside its
+    write, two engines writing it at once), renamed to <index>.damaged so that vLLM compiles those graphs again
+    instead of failing every later launch: [(index, why)]. A whole index is left as it is."""
+    moved = []
+    for index in sorted((vllm_cache_root / "torch_compile_cache").glob(f"*/rank_*/**/{VLLM_CACHE_INDEX}")):
+        try:
+            why = _vllm_index_problem(index.read_text())
+        except UnicodeDecodeError:
+            why = "is not text"
+        except OSError:
+            continue  # unreadable here: vLLM's own error names it
+        if why:
+            os.replace(index, index.with_name(index.name + ".damaged"))
+            moved.append((index, why))
+    return moved
+
+
 def stall_restarts(env: dict[str, str]) -> int:
     raw = env.get("STALL_RESTARTS", str(STALL_RESTARTS_DEFAULT))
     if not raw.isdigit():
@@ -212,6 +255,9 @@ class Stages:
             return code
         launch_env = {**self.env, **_read_env_file(env_file), **self.run.paths, "RECIPE": self.name}
         launch_env.update(compile_caches(Path(self.run.paths["CACHE_DIR"]), launch_env))
+        for index, why in set_aside_damaged_vllm_cache_indexes(Path(launch_env["VLLM_CACHE_ROOT"])):
+            log(f"train: vLLM's compile-cache index {index} {why}: set aside as {index.name}.damaged "
+                "(vLLM compiles that graph again)")
         if launch_env.get("RAY_ADDRESS"):
             code = rlrecipes_command(["cluster", self.name, *self._profile_args(),
                                       "--wait", launch_env.get("CLUSTER_WAIT", "0"), *self.overrides])

@@ -164,6 +164,68 @@ def test_a_cache_dir_that_cannot_be_made_stops_the_launch_in_one_line(tmp_path):
         f"error: CACHE_DIR: cannot create the compile cache folder {tmp_path}/afile/cache/"), proc.stderr
 
 
+
+def vllm_index(entries: int = 2) -> str:
+    """A vLLM 0.24 compile-cache index as CompilerManager.save_to_file writes it: pprint (indent 4) of
+    {(compile range, graph index, compiler name): {"graph_handle": ..., "cache_key": ...}}, the range printed as
+    vllm.config.utils.Range prints itself, "(start, end)"."""
+    import pprint
+
+    cache = {((1, 8192), i, "inductor_standalone"): {
+        "graph_handle": (f"artifact_compile_range_1_8192_subgraph_{i}",) * 2, "cache_key": f"f{i:031x}"}
+        for i in range(entries)}
+    return pprint.PrettyPrinter(indent=4).pformat(cache)
+
+
+def test_a_damaged_vllm_cache_index_is_set_aside_before_the_launch_and_a_whole_one_kept(tmp_path):
+    """vLLM 0.24 writes its compile-cache index with a plain open() and reads it with ast.literal_eval at the next
+    start, unguarded: an index cut by a stop inside its write would fail every later launch with the cache on. The
+    train stage sets such an index aside (vLLM then compiles again) and keeps a whole one, twice in a row."""
+    import ast
+
+    home(tmp_path, CACHE_LAUNCHER)
+    root = tmp_path / "cache_dir" / "vllm" / "torch_compile_cache"
+    whole = root / "0a1b2c3d4e" / "rank_0_0" / "backbone" / "vllm_compile_cache.py"
+    cut = root / "5f6a7b8c9d" / "rank_0_0" / "backbone" / "vllm_compile_cache.py"
+    listed = root / "5f6a7b8c9d" / "rank_1_0" / "vllm_compile_cache.py"
+    for path, text in ((whole, vllm_index()), (cut, vllm_index()[:150]), (listed, "[1, 2]")):
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    assert isinstance(ast.literal_eval(whole.read_text()), dict)  # the whole one is what vLLM reads back
+    artefact = cut.parent / "artifact_compile_range_1_8192_subgraph_0"
+    artefact.write_bytes(b"compiled")
+    for attempt in (1, 2):
+        proc, calls = entry(tmp_path, "train")
+        assert proc.returncode == 0, proc.stderr
+        assert [c for c in calls if c.startswith("env VLLM_CACHE_ROOT")] == [f"env VLLM_CACHE_ROOT={root.parent}"]
+        lines = [line for line in proc.stderr.splitlines() if "compile-cache index" in line]
+        if attempt == 1:
+            assert lines == [
+                f"[rlrecipes] train: vLLM's compile-cache index {cut} does not parse (SyntaxError): set aside as "
+                "vllm_compile_cache.py.damaged (vLLM compiles that graph again)",
+                f"[rlrecipes] train: vLLM's compile-cache index {listed} holds a list, not a dict: set aside as "
+                "vllm_compile_cache.py.damaged (vLLM compiles that graph again)"], proc.stderr
+        else:
+            assert lines == [], proc.stderr
+        assert whole.read_text() == vllm_index() and artefact.read_bytes() == b"compiled"
+        assert not cut.exists() and cut.with_name("vllm_compile_cache.py.damaged").read_text() == vllm_index()[:150]
+        assert not listed.exists()
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{((1, 8192), 0, 'inductor_standalone'): {'graph_handle': ('a', 'a'), 'cache_key': 'k'}}", None),
+    ("{}", None),
+    ("{((1, 8192), 0, 'inductor_standalone'): {'graph_handle': ('a', 'a'), ", "does not parse (SyntaxError)"),
+    ("", "does not parse (SyntaxError)"),
+    ("{('1, 8192', 0, 'inductor_standalone'): {}}", "has a key vLLM does not read: ('1, 8192', 0, 'inductor_standalone')"),
+    ("{((1, 8192), 0): {}}", "has a key vLLM does not read: ((1, 8192), 0)"),
+    ("Range(start=1, end=8192)", "does not parse (ValueError)"),
+])
+def test_the_vllm_index_check_reads_what_vllms_reader_reads(text, why):
+    from rlrecipes.launch.stages import _vllm_index_problem
+
+    assert _vllm_index_problem(text) == why
+
 @pytest.mark.parametrize("stage_name", ["run", "resume"])
 def test_exit_75_relaunches_after_resume_check_until_the_run_ends(tmp_path, stage_name):
     proc, calls = scripted(tmp_path, [75, 75, 0], stage_name, "trainer.total_epochs=1")
