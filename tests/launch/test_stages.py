@@ -217,7 +217,10 @@ def test_a_damaged_vllm_cache_index_is_set_aside_before_the_launch_and_a_whole_o
     ("{}", None),
     ("{((1, 8192), 0, 'inductor_standalone'): {'graph_handle': ('a', 'a'), ", "does not parse (SyntaxError)"),
     ("", "does not parse (SyntaxError)"),
-    ("{('1, 8192', 0, 'inductor_standalone'): {}}", "has a key vLLM does not read: ('1, 8192', 0, 'inductor_standalone')"),
+    ("{('1, 8192', 0, 'inductor_standalone'): {}}",
+     "has a key vLLM does not read: ('1, 8192', 0, 'inductor_standalone')"),
+    ("{((1, 8192), '0', 'inductor_standalone'): {}}",
+     "has a key vLLM does not read: ((1, 8192), '0', 'inductor_standalone')"),
     ("{((1, 8192), 0): {}}", "has a key vLLM does not read: ((1, 8192), 0)"),
     ("Range(start=1, end=8192)", "does not parse (ValueError)"),
 ])
