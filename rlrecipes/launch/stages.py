@@ -168,7 +168,12 @@ def set_aside_damaged_vllm_cache_indexes(vllm_cache_root: Path) -> list[tuple[Pa
         except OSError:
             continue  # unreadable here: vLLM's own error names it
         if why:
-            os.replace(index, index.with_name(index.name + ".damaged"))
+            try:
+                os.replace(index, index.with_name(index.name + ".damaged"))
+            except OSError as exc:  # a read-only cache: vLLM will fail on it, say so instead of a traceback here
+                raise StageFailed(f"vLLM's compile-cache index {index} {why} and cannot be set aside: {exc.strerror}",
+                                  where="VLLM_CACHE_ROOT", hint=f"remove {index}, or point VLLM_CACHE_ROOT (or "
+                                  "CACHE_DIR) at a writable folder") from exc
             moved.append((index, why))
     return moved
 

@@ -212,6 +212,20 @@ def test_a_damaged_vllm_cache_index_is_set_aside_before_the_launch_and_a_whole_o
         assert not listed.exists()
 
 
+
+def test_a_damaged_vllm_index_that_cannot_be_set_aside_stops_the_launch_in_one_line(tmp_path):
+    home(tmp_path, CACHE_LAUNCHER)
+    index = tmp_path / "cache_dir" / "vllm" / "torch_compile_cache" / "5f6a7b8c9d" / "rank_0_0" / "vllm_compile_cache.py"
+    (index.parent / "vllm_compile_cache.py.damaged").mkdir(parents=True)  # a folder where the rename must go
+    (index.parent / "vllm_compile_cache.py.damaged" / "x").write_text("")
+    index.write_text(vllm_index()[:99])
+    proc, calls = entry(tmp_path, "train")
+    assert proc.returncode == 1 and launched_env(calls) == {}, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"error: VLLM_CACHE_ROOT: vLLM's compile-cache index {index} does not parse (SyntaxError) and cannot be set "
+        "aside: "), proc.stderr
+    assert index.read_text() == vllm_index()[:99]
+
 @pytest.mark.parametrize("text, why", [
     ("{((1, 8192), 0, 'inductor_standalone'): {'graph_handle': ('a', 'a'), 'cache_key': 'k'}}", None),
     ("{}", None),
