@@ -215,7 +215,8 @@ def test_a_damaged_vllm_cache_index_is_set_aside_before_the_launch_and_a_whole_o
 
 def test_a_damaged_vllm_index_that_cannot_be_set_aside_stops_the_launch_in_one_line(tmp_path):
     home(tmp_path, CACHE_LAUNCHER)
-    index = tmp_path / "cache_dir" / "vllm" / "torch_compile_cache" / "5f6a7b8c9d" / "rank_0_0" / "vllm_compile_cache.py"
+    folder = tmp_path / "cache_dir" / "vllm" / "torch_compile_cache" / "5f6a7b8c9d" / "rank_0_0"
+    index = folder / "vllm_compile_cache.py"
     (index.parent / "vllm_compile_cache.py.damaged").mkdir(parents=True)  # a folder where the rename must go
     (index.parent / "vllm_compile_cache.py.damaged" / "x").write_text("")
     index.write_text(vllm_index()[:99])
