@@ -269,3 +269,53 @@ def test_the_hopper_set_table_and_its_ranges_are_the_recorded_launches():
               f"(`vllm.config.lora`) took {probes['real', 'driver: vLLM' + chr(39) + 's rank list alone (vllm.config.lora)']} s",
               f"median {probes['real', 'storage actor: transfer_queue.storage.simple_storage']} s"):
         assert q in doc, q
+
+
+def test_the_cold_and_warm_sitting_is_quoted_from_its_records():
+    """docs/bench/gpu-overhead.md's "Cold and warm on one host": every figure of its table and of its step findings
+    read from the two launches' console logs and metrics (docs/bench/gpu-data/startup-levers-h100/)."""
+    import json
+
+    levers = RECORDS / "startup-levers-h100" / "levers"
+    text = " ".join(OVERHEAD.read_text().split())
+    steps: dict[str, dict[int, dict[str, float]]] = {}
+    for lever, label in (("shipped-cold", "the host's first"), ("shipped-warm", "the same command again")):
+        startup = read_startup(next((levers / lever).glob("console-*.log")))
+        assert startup is not None and startup.complete and startup.from_launch
+        rows = [json.loads(line) for line in next((levers / lever).glob("metrics-*.jsonl")).open()]
+        timing = {r["step"]: {k[len("timing_s/"):]: v for k, v in r["data"].items() if k.startswith("timing_s/")}
+                  for r in rows}
+        assert sorted(timing) == [1, 2, 3, 4]
+        steps[lever] = timing
+        phases = " | ".join(f"{p.seconds:.0f}" for p in startup.phases if p.key != "ready")
+        later = [timing[n]["step"] for n in (2, 3, 4)]
+        row = (f"| `{lever}`, {label} | {phases} | {startup.total_s:.0f} s | {timing[1]['step']:.1f} s | "
+               f"{startup.total_s + timing[1]['step']:.0f} s | {min(later):.1f}-{max(later):.1f} s |")
+        assert row in text, row
+
+    def span(key, first=2, digits=1):
+        values = [t[key] for timing in steps.values() for n, t in timing.items() if n >= first]
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f} s"
+
+    outside = [t["step"] - sum(v for k, v in t.items() if k != "step") for timing in steps.values()
+               for t in timing.values()]
+    first = [t["step"] for timing in steps.values() for n, t in timing.items() if n == 1]
+    totals = [read_startup(next((levers / lever).glob("console-*.log"))).total_s + steps[lever][1]["step"]
+              for lever in steps]
+    for quoted in (f"Step 1 took {min(first):.1f}-{max(first):.1f} s against {span('step')} for the steps after it",
+                   f"{min(outside[0::4] + outside[4::4]):.1f}-{max(outside[0::4] + outside[4::4]):.1f} s of it lies "
+                   "outside every phase timer verl logs "
+                   f"({min(o for i, o in enumerate(outside) if i % 4):.1f}-"
+                   f"{max(o for i, o in enumerate(outside) if i % 4):.1f} s in steps 2-4)",
+                   f"{min(totals):.0f}-{max(totals):.0f} s from launch to the end of step 1",
+                   f"{span('step')}, generation {span('gen')}, old log-probs {span('old_log_prob')}, reference "
+                   f"{span('ref')}, update {span('update_actor')}, weight sync {span('update_weights', digits=2)}"):
+        assert quoted in text, quoted
+    summary = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
+    launches = [read_startup(next((levers / lever).glob("console-*.log"))) for lever in steps]
+    for quoted in (f"{launches[0].total_s:.0f} s, then {launches[1].total_s:.0f} s to \"ready to fit\"",
+                   f"step 1 {min(first):.1f}-{max(first):.1f} s, "
+                   f"{min(outside[0::4] + outside[4::4]):.1f}-{max(outside[0::4] + outside[4::4]):.1f} s of it",
+                   f"{min(totals):.0f}-{max(totals):.0f} s launch to the end of step 1",
+                   f"steady steps {span('step')}"):
+        assert quoted in summary, quoted
