@@ -60,6 +60,10 @@ W=/root/w/levers
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
 . /root/repo/benchmarks/gpu/canary_recovery_common.sh
 record_env > "$O/env.txt" 2>&1
+# verl's Ray runtime env sets VLLM_LOGGING_LEVEL=WARN unless the launch's environment sets it, which hides vLLM's own
+# start-up timings; at INFO the console logs them (model load, torch.compile, memory profiling, CUDA-graph capture,
+# engine init), splitting the rollout phase. Logging only: every lever gets it, shipped-cold included.
+export VLLM_LOGGING_LEVEL=INFO
 read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm lean eager awake agents2 vllm-cache-1 vllm-cache-2}"
 
 stamp "assets"
