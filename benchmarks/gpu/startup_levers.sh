@@ -32,16 +32,17 @@
 set -uo pipefail
 STEPS="${STEPS:-5}"
 SHORT=(trainer.total_training_steps="$STEPS" trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1)
-# lever_args LEVER: its verl overrides (one a line) and its environment (ENV lines); exit 2 for an unknown lever
-lever_args() {
+# set_lever LEVER: sets `extra` (its verl overrides) and `lever_env` (its environment); returns 2 for an unknown lever
+set_lever() {
+  extra=() lever_env=()
   case $1 in
     shipped-cold|shipped-warm) ;;
-    vllm-cache-1|vllm-cache-2) echo "ENV VLLM_DISABLE_COMPILE_CACHE=0" ;;
-    eager) echo "actor_rollout_ref.rollout.enforce_eager=True" ;;
-    lean) printf '%s\n' transfer_queue.backend.SimpleStorage.num_data_storage_units=1 \
-                        +ray_kwargs.ray_init.include_dashboard=false ;;
-    awake) echo "actor_rollout_ref.rollout.free_cache_engine=False" ;;
-    agents2) echo "actor_rollout_ref.rollout.agent.num_workers=2" ;;
+    vllm-cache-1|vllm-cache-2) lever_env=(VLLM_DISABLE_COMPILE_CACHE=0) ;;
+    eager) extra=(actor_rollout_ref.rollout.enforce_eager=True) ;;
+    lean) extra=(transfer_queue.backend.SimpleStorage.num_data_storage_units=1
+                 +ray_kwargs.ray_init.include_dashboard=false) ;;
+    awake) extra=(actor_rollout_ref.rollout.free_cache_engine=False) ;;
+    agents2) extra=(actor_rollout_ref.rollout.agent.num_workers=2) ;;
     *) return 2 ;;
   esac
 }
@@ -49,10 +50,9 @@ lever_args() {
 # schema on a CPU host, so a misspelled key costs no GPU time); nothing else runs
 if [ "${1:-}" = --print ]; then
   shift
-  for lever in "$@"; do
-    a=$(lever_args "$lever") || { echo "$lever: unknown lever" >&2; exit 2; }
-    mapfile -t over < <(grep -v '^ENV ' <<< "$a" | grep .)
-    echo "$lever ${SHORT[*]}${over[*]+ ${over[*]}}"
+  for name in "$@"; do
+    set_lever "$name" || { echo "$name: unknown lever" >&2; exit 2; }
+    echo "$name ${SHORT[*]}${extra[*]+ ${extra[*]}}"
   done
   exit 0
 fi
@@ -71,11 +71,7 @@ python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/
 stamp "assets: exit $?"
 
 for lever in "${levers[@]}"; do
-  a=$(lever_args "$lever") || { stamp "$lever: unknown lever, skipped"; continue; }
-  extra=() lever_env=()
-  while read -r line; do
-    case $line in "") ;; "ENV "*) lever_env+=("${line#ENV }") ;; *) extra+=("$line") ;; esac
-  done <<< "$a"
+  set_lever "$lever" || { stamp "$lever: unknown lever, skipped"; continue; }
   stamp "$lever: make train ${SHORT[*]} ${extra[*]-} ${lever_env[*]-}"
   env ${lever_env[@]+"${lever_env[@]}"} CKPT_DIR="$W/ckpt-$lever" LOG_DIR="$W/logs-$lever" \
     make train RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="${SHORT[*]} ${extra[*]-}" > "$O/$lever.log" 2>&1
