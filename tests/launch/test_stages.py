@@ -164,7 +164,6 @@ def test_a_cache_dir_that_cannot_be_made_stops_the_launch_in_one_line(tmp_path):
         f"error: CACHE_DIR: cannot create the compile cache folder {tmp_path}/afile/cache/"), proc.stderr
 
 
-
 def vllm_index(entries: int = 2) -> str:
     """A vLLM 0.24 compile-cache index as CompilerManager.save_to_file writes it: pprint (indent 4) of
     {(compile range, graph index, compiler name): {"graph_handle": ..., "cache_key": ...}}, the range printed as
@@ -212,7 +211,6 @@ def test_a_damaged_vllm_cache_index_is_set_aside_before_the_launch_and_a_whole_o
         assert not listed.exists()
 
 
-
 def test_a_damaged_vllm_index_that_cannot_be_set_aside_stops_the_launch_in_one_line(tmp_path):
     home(tmp_path, CACHE_LAUNCHER)
     folder = tmp_path / "cache_dir" / "vllm" / "torch_compile_cache" / "5f6a7b8c9d" / "rank_0_0"
@@ -226,6 +224,7 @@ def test_a_damaged_vllm_index_that_cannot_be_set_aside_stops_the_launch_in_one_l
         f"error: VLLM_CACHE_ROOT: vLLM's compile-cache index {index} does not parse (SyntaxError) and cannot be set "
         "aside: "), proc.stderr
     assert index.read_text() == vllm_index()[:99]
+
 
 @pytest.mark.parametrize("text, why", [
     ("{((1, 8192), 0, 'inductor_standalone'): {'graph_handle': ('a', 'a'), 'cache_key': 'k'}}", None),
@@ -243,6 +242,7 @@ def test_the_vllm_index_check_reads_what_vllms_reader_reads(text, why):
     from rlrecipes.launch.stages import _vllm_index_problem
 
     assert _vllm_index_problem(text) == why
+
 
 @pytest.mark.parametrize("stage_name", ["run", "resume"])
 def test_exit_75_relaunches_after_resume_check_until_the_run_ends(tmp_path, stage_name):

@@ -278,7 +278,7 @@ def test_the_cold_and_warm_sitting_is_quoted_from_its_records():
 
     levers = RECORDS / "startup-levers-h100" / "levers"
     text = " ".join(OVERHEAD.read_text().split())
-    steps: dict[str, dict[int, dict[str, float]]] = {}
+    startups, steps = {}, {}  # per lever: its start-up; {step: {phase: seconds}} from timing_s/
     for lever, label in (("shipped-cold", "the host's first"), ("shipped-warm", "the same command again")):
         startup = read_startup(next((levers / lever).glob("console-*.log")))
         assert startup is not None and startup.complete and startup.from_launch
@@ -286,36 +286,38 @@ def test_the_cold_and_warm_sitting_is_quoted_from_its_records():
         timing = {r["step"]: {k[len("timing_s/"):]: v for k, v in r["data"].items() if k.startswith("timing_s/")}
                   for r in rows}
         assert sorted(timing) == [1, 2, 3, 4]
-        steps[lever] = timing
+        startups[lever], steps[lever] = startup, timing
         phases = " | ".join(f"{p.seconds:.0f}" for p in startup.phases if p.key != "ready")
         later = [timing[n]["step"] for n in (2, 3, 4)]
         row = (f"| `{lever}`, {label} | {phases} | {startup.total_s:.0f} s | {timing[1]['step']:.1f} s | "
                f"{startup.total_s + timing[1]['step']:.0f} s | {min(later):.1f}-{max(later):.1f} s |")
         assert row in text, row
 
-    def span(key, first=2, digits=1):
-        values = [t[key] for timing in steps.values() for n, t in timing.items() if n >= first]
-        return f"{min(values):.{digits}f}-{max(values):.{digits}f} s"
+    def span(values, digits=1):
+        values = list(values)
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
 
-    outside = [t["step"] - sum(v for k, v in t.items() if k != "step") for timing in steps.values()
-               for t in timing.values()]
-    first = [t["step"] for timing in steps.values() for n, t in timing.items() if n == 1]
-    totals = [read_startup(next((levers / lever).glob("console-*.log"))).total_s + steps[lever][1]["step"]
-              for lever in steps]
-    for quoted in (f"Step 1 took {min(first):.1f}-{max(first):.1f} s against {span('step')} for the steps after it",
-                   f"{min(outside[0::4] + outside[4::4]):.1f}-{max(outside[0::4] + outside[4::4]):.1f} s of it lies "
-                   "outside every phase timer verl logs "
-                   f"({min(o for i, o in enumerate(outside) if i % 4):.1f}-"
-                   f"{max(o for i, o in enumerate(outside) if i % 4):.1f} s in steps 2-4)",
-                   f"{min(totals):.0f}-{max(totals):.0f} s from launch to the end of step 1",
-                   f"{span('step')}, generation {span('gen')}, old log-probs {span('old_log_prob')}, reference "
-                   f"{span('ref')}, update {span('update_actor')}, weight sync {span('update_weights', digits=2)}"):
+    def later(key):  # a phase over steps 2-4 of both launches
+        return [t[key] for timing in steps.values() for n, t in timing.items() if n >= 2]
+
+    def outside(first: bool):  # a step's seconds outside every phase timer, in step 1 or in steps 2-4
+        return [t["step"] - sum(v for k, v in t.items() if k != "step") for timing in steps.values()
+                for n, t in timing.items() if (n == 1) == first]
+
+    step1 = [timing[1]["step"] for timing in steps.values()]
+    to_end_of_step1 = [startups[lever].total_s + steps[lever][1]["step"] for lever in steps]
+    for quoted in (f"Step 1 took {span(step1)} s against {span(later('step'))} s for the steps after it",
+                   f"{span(outside(True))} s of it lies outside every phase timer verl logs "
+                   f"({span(outside(False))} s in steps 2-4)",
+                   f"{span(to_end_of_step1, 0)} s from launch to the end of step 1",
+                   f"{span(later('step'))} s, generation {span(later('gen'))} s, old log-probs "
+                   f"{span(later('old_log_prob'))} s, reference {span(later('ref'))} s, update "
+                   f"{span(later('update_actor'))} s, weight sync {span(later('update_weights'), 2)} s"):
         assert quoted in text, quoted
     summary = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
-    launches = [read_startup(next((levers / lever).glob("console-*.log"))) for lever in steps]
-    for quoted in (f"{launches[0].total_s:.0f} s, then {launches[1].total_s:.0f} s to \"ready to fit\"",
-                   f"step 1 {min(first):.1f}-{max(first):.1f} s, "
-                   f"{min(outside[0::4] + outside[4::4]):.1f}-{max(outside[0::4] + outside[4::4]):.1f} s of it",
-                   f"{min(totals):.0f}-{max(totals):.0f} s launch to the end of step 1",
-                   f"steady steps {span('step')}"):
+    cold, warm = startups["shipped-cold"], startups["shipped-warm"]
+    for quoted in (f"{cold.total_s:.0f} s, then {warm.total_s:.0f} s to \"ready to fit\"",
+                   f"step 1 {span(step1)} s, {span(outside(True))} s of it",
+                   f"{span(to_end_of_step1, 0)} s launch to the end of step 1",
+                   f"steady steps {span(later('step'))} s"):
         assert quoted in summary, quoted
