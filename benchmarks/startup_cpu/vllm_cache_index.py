@@ -18,7 +18,7 @@ from vllm.compilation.backends import CompilerManager
 from vllm.config import CompilationConfig
 from vllm.config.utils import Range
 
-from rlrecipes.launch.stages import _vllm_index_problem, set_aside_damaged_vllm_cache_indexes
+from rlrecipes.launch.stages import set_aside_damaged_vllm_cache_indexes, vllm_index_problem
 
 
 def manager(folder: Path) -> CompilerManager:
@@ -40,7 +40,7 @@ def main() -> None:
     writer.save_to_file()
     index = folder / "vllm_compile_cache.py"
     text = index.read_text()
-    print(f"vLLM wrote {len(text)} characters; the stage's check: {_vllm_index_problem(text) or 'whole'}")
+    print(f"vLLM wrote {len(text)} characters; the stage's check: {vllm_index_problem(text) or 'whole'}")
     print(f"vLLM reads it back: {len(manager(folder).cache)} entries")
     index.write_text(text[: len(text) // 2])
     try:

@@ -139,7 +139,7 @@ def compile_caches(cache_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
 VLLM_CACHE_INDEX = "vllm_compile_cache.py"
 
 
-def _vllm_index_problem(text: str) -> str | None:
+def vllm_index_problem(text: str) -> str | None:
     """What vLLM 0.24's CompilerManager.initialize_cache would fail on in an index's text, or None: not a Python
     literal, not a dict, or a key that is not (range as (start, end), graph index, compiler name)."""
     try:
@@ -162,7 +162,7 @@ def set_aside_damaged_vllm_cache_indexes(vllm_cache_root: Path) -> list[tuple[Pa
     moved = []
     for index in sorted((vllm_cache_root / "torch_compile_cache").glob(f"*/rank_*/**/{VLLM_CACHE_INDEX}")):
         try:
-            why = _vllm_index_problem(index.read_text())
+            why = vllm_index_problem(index.read_text())
         except UnicodeDecodeError:
             why = "is not text"
         except OSError:

@@ -239,9 +239,9 @@ def test_a_damaged_vllm_index_that_cannot_be_set_aside_stops_the_launch_in_one_l
     ("Range(start=1, end=8192)", "does not parse (ValueError)"),
 ])
 def test_the_vllm_index_check_reads_what_vllms_reader_reads(text, why):
-    from rlrecipes.launch.stages import _vllm_index_problem
+    from rlrecipes.launch.stages import vllm_index_problem
 
-    assert _vllm_index_problem(text) == why
+    assert vllm_index_problem(text) == why
 
 
 @pytest.mark.parametrize("stage_name", ["run", "resume"])
