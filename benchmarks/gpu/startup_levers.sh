@@ -7,13 +7,16 @@
 #
 #   shipped-cold   as shipped, the host's first launch (empty CACHE_DIR, cold page cache)
 #   shipped-warm   as shipped again: what a host's second launch gains with verl's vLLM compile cache off
-#   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
-#                  storage actor instead of verl's 8 and no Ray dashboard (against shipped-warm)
-#   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
-#                  start-up against its step time: generation without graphs)
+#   poll           verl's replay buffer polls TransferQueue every 0.1 s instead of 2 s (rlrecipes/verl/replay_poll.py,
+#                  verl's own custom-sampler hook): a step lever -- every generation on record is a multiple of
+#                  2 s plus a fraction -- against shipped-warm
 #   awake          actor_rollout_ref.rollout.free_cache_engine=False: vLLM keeps its weights and KV cache between
 #                  rollouts -- no sleep and wake, no KV-cache re-allocation each step (its 0.4 share stays allocated
 #                  while the actor trains; the canary's training peak is ~2 GiB). A step lever, against shipped-warm
+#   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
+#                  start-up against its step time: generation without graphs)
+#   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
+#                  storage actor instead of verl's 8 and no Ray dashboard (against shipped-warm)
 #   agents2        actor_rollout_ref.rollout.agent.num_workers=2: two agent-loop workers (Ray actors) instead of
 #                  verl's 8 -- fewer processes to start, the 512 requests of a step through two; against shipped-warm
 #   vllm-cache-1   VLLM_DISABLE_COMPILE_CACHE=0 (verl sets 1 unless the launch's environment sets it): vLLM
@@ -41,6 +44,9 @@ set_lever() {
     eager) extra=(actor_rollout_ref.rollout.enforce_eager=True) ;;
     lean) extra=(transfer_queue.backend.SimpleStorage.num_data_storage_units=1
                  +ray_kwargs.ray_init.include_dashboard=false) ;;
+    poll) extra=(trainer.v1.sampler.custom_sampler.path=pkg://rlrecipes.verl.replay_poll
+                 trainer.v1.sampler.custom_sampler.name=PollReplayBuffer
+                 +trainer.v1.sampler.sampler_kwargs.poll_interval=0.1) ;;
     awake) extra=(actor_rollout_ref.rollout.free_cache_engine=False) ;;
     agents2) extra=(actor_rollout_ref.rollout.agent.num_workers=2) ;;
     *) return 2 ;;
@@ -64,7 +70,7 @@ record_env > "$O/env.txt" 2>&1
 # start-up timings; at INFO the console logs them (model load, torch.compile, memory profiling, CUDA-graph capture,
 # engine init), splitting the rollout phase. Logging only: every lever gets it, shipped-cold included.
 export VLLM_LOGGING_LEVEL=INFO
-read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm lean eager awake agents2 vllm-cache-1 vllm-cache-2}"
+read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm poll awake eager lean agents2 vllm-cache-1 vllm-cache-2}"
 
 stamp "assets"
 python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/assets.log" 2>&1

@@ -8,6 +8,8 @@
 - schema.py       verl's config keys without verl (`plan`), from snapshots of each pinned verl (schema/)
 - env.py          finding an interpreter with a given verl
 - stopguard.py    runs the launch so that a stop lets a checkpoint save finish
+- replay_poll.py  verl 0.9's sync replay buffer with a chosen poll interval (a custom sampler verl loads by name)
 
-Everything here but check.py's verl calls is standard library only: the watchdog image imports it.
+Everything here but check.py's verl calls and replay_poll.py (imported only by verl) is standard library only:
+the watchdog image imports it.
 """

@@ -10,7 +10,8 @@ Steps per job, mirroring what `python -m verl.trainer.main_ppo` does before any 
    0.5.0 only runs inside the GPU workers (workers/fsdp_workers.py): OUR COPY, with their arithmetic and
    messages, held equal to verl's by tests/verl_layer/test_verl_worker_checks.py. Everything else is verl's own code;
 3. the algorithm's names looked up in verl's own registries, as the trainer and the actor look them up at the
-   first step (`_check_algorithm_names`): verl's config takes any string for them.
+   first step (`_check_algorithm_names`): verl's config takes any string for them;
+4. a custom replay-buffer sampler (verl 0.9's V1 trainer) built the way the trainer builds it (`_check_sampler`).
 This module imports only the stdlib (and the stdlib-only specs.py and schema.py) at top level: it is loaded by a
 foreign interpreter.
 """
@@ -286,6 +287,31 @@ def _describe(exc: Exception) -> str:
     return f"{text} at {where}:{frame.lineno}: {(frame.line or '').strip()}"
 
 
+def _check_sampler(cfg) -> None:
+    """A custom replay-buffer sampler (`trainer.v1.sampler.custom_sampler.{path,name}`, verl 0.9's V1 trainer) is
+    loaded and built by verl's own `PPOTrainer._build_replay_buffer`, as the trainer does once its workers are up,
+    so a wrong path, class or sampler_kwargs fails here (rlrecipes/verl/replay_poll.py checks its own). verl gives
+    a custom sampler none of DAPO's group filtering and failed-group refill: set beside one, either would be
+    silently off, so both are refused here."""
+    v1 = cfg.trainer.get("v1")
+    custom = v1.sampler.get("custom_sampler") if v1 is not None else None
+    if not custom or not (custom.get("path") and custom.get("name")):
+        return
+    filter_groups = cfg.algorithm.get("filter_groups")
+    for key, on in (("algorithm.filter_groups.enable", bool(filter_groups and filter_groups.get("enable", False))),
+                    ("trainer.v1.sampler.sync_refill_failed_groups", bool(v1.sampler.get("sync_refill_failed_groups")))):
+        if on:
+            raise ValueError(f"{key}=true beside trainer.v1.sampler.custom_sampler ({custom.name}): verl passes a "
+                             "custom sampler neither DAPO's group filtering nor failed-group refill "
+                             "(trainer/ppo/v1/trainer_base.py _build_replay_buffer), so it would be off; "
+                             "drop one of the two")
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    trainer = types.SimpleNamespace(config=cfg, trainer_mode=v1.trainer_mode, _add_prompts_to_generate=None,
+                                    _resolve_filter_groups_metric=lambda: None)
+    PPOTrainer._build_replay_buffer(trainer)
+
+
 def check(overrides: list[str]) -> dict:
     import verl
     from omegaconf import OmegaConf
@@ -303,6 +329,7 @@ def check(overrides: list[str]) -> dict:
         with contextlib.redirect_stdout(captured):
             use_critic, use_ref = VALIDATORS[spec_for(version).validator](cfg)
             _check_algorithm_names(cfg)
+            _check_sampler(cfg)
     except Exception as exc:  # noqa: BLE001 -- verl validates with asserts and ValueErrors alike
         return {"ok": False, "kind": "validation", "key": None, "message": _describe(exc),
                 "detail": captured.getvalue(), "suggestions": []}

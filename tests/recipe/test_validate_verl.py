@@ -318,7 +318,7 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
 
     script = REPO / "benchmarks" / "gpu" / "startup_levers.sh"
     default = re.search(r'LEVERS:-([^}"]+)', script.read_text()).group(1).split()
-    assert {"shipped-warm", "lean", "eager", "awake", "agents2"} <= set(default)
+    assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2"} <= set(default)
     printed = subprocess.run(["bash", str(script), "--print", *default], capture_output=True, text=True, check=True)
     levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())
     assert list(levers) == default
@@ -333,8 +333,72 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     assert rollout["awake"]["free_cache_engine"] is False and rollout["shipped-warm"]["free_cache_engine"] is True
     assert rollout["agents2"]["agent"]["num_workers"] == 2 and rollout["shipped-warm"]["agent"]["num_workers"] == 8
     assert rollout["eager"]["enforce_eager"] is True
+    sampler = results["poll"].config["trainer"]["v1"]["sampler"]
+    assert sampler["custom_sampler"] == {"path": "pkg://rlrecipes.verl.replay_poll", "name": "PollReplayBuffer"}
+    assert sampler["sampler_kwargs"] == {"poll_interval": 0.1}
+    assert results["shipped-warm"].config["trainer"]["v1"]["sampler"]["custom_sampler"]["path"] is None
     lean = results["lean"].config
     assert lean["transfer_queue"]["backend"]["SimpleStorage"]["num_data_storage_units"] == 1
     assert lean["ray_kwargs"]["ray_init"]["include_dashboard"] is False
     unknown = subprocess.run(["bash", str(script), "--print", "lean", "tq-one"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "tq-one: unknown lever" in unknown.stderr
+
+
+POLL = ["trainer.v1.sampler.custom_sampler.path=pkg://rlrecipes.verl.replay_poll",
+        "trainer.v1.sampler.custom_sampler.name=PollReplayBuffer"]
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0"], "sampler_kwargs.poll_interval=0: PollReplayBuffer needs"),
+    ([], "sampler_kwargs.poll_interval=None"),
+    (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1", "trainer.v1.trainer_mode=colocate_async"],
+     "trainer.v1.trainer_mode=colocate_async: PollReplayBuffer serves the sync trainer only"),
+    (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1", "algorithm.filter_groups.enable=true"],
+     "algorithm.filter_groups.enable=true beside trainer.v1.sampler.custom_sampler (PollReplayBuffer)"),
+    (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1", "trainer.v1.sampler.sync_refill_failed_groups=true"],
+     "trainer.v1.sampler.sync_refill_failed_groups=true beside trainer.v1.sampler.custom_sampler"),
+    (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1", "trainer.v1.sampler.custom_sampler.name=PollBuffer"],
+     "Object not found in module: object_name='PollBuffer'"),
+])
+def test_a_custom_sampler_is_built_as_verl_091_builds_it_and_a_wrong_one_is_refused(models_dir, extra, expected):
+    """rlrecipes/verl/check.py builds a custom replay-buffer sampler with verl's own PPOTrainer._build_replay_buffer:
+    the poll lever's class refuses a missing or zero interval and an async trainer; DAPO's group filtering and
+    failed-group refill, which verl never hands a custom sampler, are refused beside one; a wrong class name is
+    verl's own error."""
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    run = resolve("canary-grpo-lora", overrides=[*POLL, *extra], profile="any-1gpu-hopper", env=env)
+    [result] = validate_runs([run])
+    assert not result.ok and expected in result.describe(), result.describe()
+
+
+def test_the_poll_sampler_is_verls_replay_buffer_polling_at_its_interval(run_in_verl, models_dir):
+    """Built from the poll lever's composed config by verl 0.9.1's own PPOTrainer._build_replay_buffer, the sampler is
+    verl's sync ReplayBuffer, and between two TransferQueue polls it sleeps the configured 0.1 s, where verl's own
+    (the shipped config) sleeps 2.0 s -- the wait every generation on the Hopper stack is rounded up to."""
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    configs = {}
+    for name, extra in (("poll", [*POLL, "+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1"]), ("shipped", [])):
+        [result] = validate_runs([resolve("canary-grpo-lora", overrides=extra, profile="any-1gpu-hopper", env=env)])
+        assert result.ok, result.describe()
+        configs[name] = result.config
+    code = f"""
+import json, time, types
+from omegaconf import OmegaConf
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+slept = []
+time.sleep = slept.append
+for name, config in json.loads({json.dumps(json.dumps(configs))}).items():
+    cfg = OmegaConf.create(config)
+    trainer = types.SimpleNamespace(config=cfg, trainer_mode=cfg.trainer.v1.trainer_mode,
+                                    _add_prompts_to_generate=lambda n: None)
+    trainer._resolve_filter_groups_metric = lambda: PPOTrainer._resolve_filter_groups_metric(trainer)
+    buffer = PPOTrainer._build_replay_buffer(trainer)
+    assert isinstance(buffer, ReplayBuffer)
+    buffer._wait_for_next_poll("train", time.time())
+    print(name, type(buffer).__name__, type(buffer).__mro__[1].__name__, slept.pop())
+"""
+    done = run_in_verl("0.9.1", code)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the shipped config's sampler is verl's ReplayBuffer itself; the lever's is a subclass of it
+    assert done.stdout.splitlines() == ["poll PollReplayBuffer ReplayBuffer 0.1", "shipped ReplayBuffer object 2.0"]
