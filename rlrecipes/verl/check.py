@@ -298,8 +298,9 @@ def _check_sampler(cfg) -> None:
     if not custom or not (custom.get("path") and custom.get("name")):
         return
     filter_groups = cfg.algorithm.get("filter_groups")
+    refill = bool(v1.sampler.get("sync_refill_failed_groups"))
     for key, on in (("algorithm.filter_groups.enable", bool(filter_groups and filter_groups.get("enable", False))),
-                    ("trainer.v1.sampler.sync_refill_failed_groups", bool(v1.sampler.get("sync_refill_failed_groups")))):
+                    ("trainer.v1.sampler.sync_refill_failed_groups", refill)):
         if on:
             raise ValueError(f"{key}=true beside trainer.v1.sampler.custom_sampler ({custom.name}): verl passes a "
                              "custom sampler neither DAPO's group filtering nor failed-group refill "
