@@ -1,0 +1,73 @@
+"""Every step's generation time on record, as whole 2-second polls plus what is left over: the evidence that verl
+0.9.1's replay buffer, which polls TransferQueue every 2.0 s (rlrecipes/verl/replay_poll.py), sets the step's
+generation time on the Hopper stack (docs/bench/gpu-overhead.md, "Generation waits for a 2-second poll").
+
+    .venvs/dev/bin/python benchmarks/gpu/generation_ticks.py [RECORDS_DIR]
+
+Reads `timing_s/gen` from every metrics file under RECORDS_DIR (default docs/bench/gpu-data) with verl's
+file-logger rows (`*metrics*.jsonl`), and prints one Markdown row a file: its steps, the range of the time,
+how many steps took 1, 2, 3... whole polls (floor(gen / 2 s)), and the range of the remainder (gen - 2 s x polls).
+A last row sums them up. Every such file on record is a Hopper-stack run (verl 0.9.1): the HF-rollout canaries of
+verl 0.5.0 (`canary/`) kept console logs only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+POLL_S = 2.0  # verl 0.9.1's ReplayBuffer(poll_interval=2.0)
+
+
+def generation_times(path: Path) -> list[float]:
+    times = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        value = row.get("data", {}).get("timing_s/gen") if isinstance(row, dict) else None
+        if isinstance(value, (int, float)):
+            times.append(float(value))
+    return times
+
+
+def split(seconds: float) -> tuple[int, float]:
+    polls = math.floor(seconds / POLL_S)
+    return polls, seconds - polls * POLL_S
+
+
+def records(root: Path) -> dict[str, list[float]]:
+    found = {}
+    for path in sorted(root.rglob("*metrics*.jsonl")):
+        name = path.relative_to(root).as_posix()
+        times = generation_times(path)
+        if times:
+            found[name] = times
+    return found
+
+
+def table(root: Path) -> str:
+    lines = ["| metrics file (under docs/bench/gpu-data/) | steps | generation | whole 2-s polls: steps | remainder |",
+             "|---|---|---|---|---|"]
+    every = []
+    for name, times in records(root).items():
+        parts = [split(t) for t in times]
+        counts = Counter(p for p, _ in parts)
+        rest = [r for _, r in parts]
+        every += times
+        lines.append(f"| `{name}` | {len(times)} | {min(times):.2f}-{max(times):.2f} s | "
+                     + ", ".join(f"{p}: {counts[p]}" for p in sorted(counts))
+                     + f" | {min(rest):.2f}-{max(rest):.2f} s |")
+    rest = [split(t)[1] for t in every]
+    lines.append(f"| all | {len(every)} | {min(every):.2f}-{max(every):.2f} s | - | "
+                 f"{min(rest):.2f}-{max(rest):.2f} s |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(table(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "bench" / "gpu-data"), end="")

@@ -1,0 +1,100 @@
+"""docs/bench/gpu-overhead.md's second lever sitting and its 2-second-poll finding, held to their raw data: the
+table of generation times is what benchmarks/gpu/generation_ticks.py prints from every recorded metrics file, and
+every figure of "Levers on a second H100 host" is read from that sitting's console logs and metrics."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from rlrecipes.verl.startup import read_startup
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDS = REPO / "docs" / "bench" / "gpu-data"
+OVERHEAD = REPO / "docs" / "bench" / "gpu-overhead.md"
+TICKS = REPO / "benchmarks" / "gpu" / "generation_ticks.py"
+
+
+def flat(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_the_generation_table_is_what_the_script_prints_and_every_remainder_is_small():
+    printed = subprocess.run([sys.executable, str(TICKS)], capture_output=True, text=True, check=True).stdout
+    text = OVERHEAD.read_text()
+    block = text.split("<!-- generation-ticks-table -->\n")[1].split("<!-- /generation-ticks-table -->")[0]
+    assert block == printed
+    *rows, total = printed.strip().splitlines()[2:]
+    assert len(rows) >= 20 and total.startswith("| all | ")
+    steps, remainder = int(total.split(" | ")[1]), total.split(" | ")[-1].rstrip(" |")
+    quoted = f"Every one of the {steps} generations is a whole number of 2-second polls plus {remainder}"
+    assert quoted in flat(OVERHEAD)
+    # the claim itself, from the raw numbers: no remainder anywhere between 0.6 s and the next poll
+    sys.path.insert(0, str(TICKS.parent))
+    try:
+        import generation_ticks
+    finally:
+        sys.path.remove(str(TICKS.parent))
+    times = [t for ts in generation_ticks.records(RECORDS).values() for t in ts]
+    assert len(times) == steps and all(generation_ticks.split(t)[1] < 0.6 for t in times)
+    assert generation_ticks.split(4.13) == (2, 4.13 - 4.0) and generation_ticks.split(1.99) == (0, 1.99)
+
+
+def _launch(lever: str):
+    folder = RECORDS / "startup-levers-h100-2" / "levers" / lever
+    startup = read_startup(next(folder.glob("console-*.log")))
+    rows = [json.loads(line) for line in next(folder.glob("metrics-*.jsonl")).open()]
+    timing = {r["step"]: {k[len("timing_s/"):]: v for k, v in r["data"].items() if k.startswith("timing_s/")}
+              for r in rows}
+    assert startup is not None and startup.complete and startup.from_launch and sorted(timing) == [1, 2, 3, 4]
+    return startup, timing
+
+
+def _outside(step: dict) -> float:
+    return step["step"] - sum(v for k, v in step.items() if k != "step")
+
+
+def test_the_second_lever_sitting_is_quoted_from_its_records():
+    text = flat(OVERHEAD)
+    labels = {"shipped-cold": ", the host's first", "shipped-warm": ", the same command again", "lean": "",
+              "agents2": ""}
+    launches = {lever: _launch(lever) for lever in labels}
+    for lever, (startup, timing) in launches.items():
+        phases = " | ".join(f"{p.seconds:.0f}" for p in startup.phases if p.key != "ready")
+        later, gen = [timing[n]["step"] for n in (2, 3, 4)], [timing[n]["gen"] for n in (2, 3, 4)]
+        row = (f"| `{lever}`{labels[lever]} | {phases} | {startup.total_s:.0f} s | {timing[1]['step']:.1f} s | "
+               f"{_outside(timing[1]):.1f} s | {min(later):.1f}-{max(later):.1f} s | {min(gen):.1f}-{max(gen):.1f} s |")
+        assert row in text, row
+    total = {lever: f"{s.total_s:.0f} s" for lever, (s, _) in launches.items()}
+    rollout = {lever: f"{p.seconds:.0f}" for lever, (s, _) in launches.items() for p in s.phases if p.key == "rollout"}
+    datasets = {lever: f"{p.seconds:.0f} s" for lever, (s, _) in launches.items() for p in s.phases
+                if p.key == "datasets"}
+    outside1 = {lever: f"{_outside(t[1]):.1f} s" for lever, (_, t) in launches.items()}
+    agents_gen = {f"{launches['agents2'][1][n]['gen']:.1f}" for n in (2, 3, 4)}
+    assert len(agents_gen) == 1 and datasets["lean"] == datasets["shipped-warm"]
+    for quoted in (f"{total['shipped-cold']} cold and {total['shipped-warm']} warm",
+                   f"({rollout['shipped-cold']} -> {rollout['shipped-warm']} s)",
+                   f"{total['lean']} against `shipped-warm`'s {total['shipped-warm']}, the datasets phase "
+                   f"{datasets['lean']} in both",
+                   f"generation {agents_gen.pop()} s in each of steps 2-4 (three 2-second polls)",
+                   f"step 1 spent {outside1['agents2']} outside the timers against {outside1['shipped-warm']}"):
+        assert quoted in text, quoted
+    # the polls the text counts: lean took one in each of steps 2-4, shipped-warm two in one of them
+    polls = {lever: [int(t[n]["gen"] // 2) for n in (2, 3, 4)] for lever, (_, t) in launches.items()}
+    assert polls["lean"] == [1, 1, 1] and sorted(polls["shipped-warm"]) == [1, 1, 2] and polls["agents2"] == [3, 3, 3]
+
+
+def test_the_summary_quotes_the_same_records():
+    summary = flat(REPO / "docs" / "benchmarks.md")
+    launches = {lever: _launch(lever) for lever in ("shipped-cold", "shipped-warm", "lean", "agents2")}
+    total = {lever: f"{s.total_s:.0f} s" for lever, (s, _) in launches.items()}
+    outside1 = {lever: f"{_outside(t[1]):.1f} s" for lever, (_, t) in launches.items()}
+    printed = subprocess.run([sys.executable, str(TICKS)], capture_output=True, text=True, check=True).stdout
+    total_row = printed.strip().splitlines()[-1].split(" | ")
+    for quoted in (f"{total['shipped-cold']} cold, {total['shipped-warm']} warm to \"ready to fit\"; `lean` "
+                   f"{total['lean']}",
+                   f"step 1 {outside1['agents2']} outside the timers against {outside1['shipped-warm']} with eight",
+                   f"all {total_row[1]} generations are whole 2-second polls plus {total_row[-1].rstrip(' |')}"):
+        assert quoted in summary, quoted
