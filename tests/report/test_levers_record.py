@@ -98,3 +98,15 @@ def test_the_summary_quotes_the_same_records():
                    f"step 1 {outside1['agents2']} outside the timers against {outside1['shipped-warm']} with eight",
                    f"all {total_row[1]} generations are whole 2-second polls plus {total_row[-1].rstrip(' |')}"):
         assert quoted in summary, quoted
+
+
+def test_the_poll_levers_launch_got_past_the_sampler_and_no_further_than_the_rollout_engine():
+    """The one GPU launch with the poll lever, as gpu-overhead.md tells it: verl loaded the custom sampler and went
+    on to the models and the rollout engine; no step was logged."""
+    lines = (RECORDS / "poll-lever-h100-partial" / "poll.log").read_text(errors="replace").splitlines()
+    loaded = next(i for i, line in enumerate(lines) if "sampler_cls = load_extern_type(custom_sampler.path" in line)
+    assert any("'custom_sampler': {'name': 'PollReplayBuffer'" in line for line in lines[:loaded])
+    after = "\n".join(lines[loaded:])
+    assert "actor and ref model engine initialized" in after and "(vLLMHttpServer" in after
+    assert "Traceback" not in after and not any("step:1 " in line for line in lines)
+    assert "docs/bench/gpu-data/poll-lever-h100-partial/poll.log" in flat(OVERHEAD)
