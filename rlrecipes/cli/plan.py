@@ -161,6 +161,14 @@ def time_rows(t: TimeEstimate, total_steps: int | None) -> list[tuple[str, str]]
     if t.validation_seconds is not None or t.save_seconds is not None:
         origin += "; validation and saves as the recorded run timed them, at its settings"
     origin += f"; from {t.measured_on} (record: {t.source})"
+    poll, recorded = t.generation_poll_s, t.recorded_poll_s
+    if poll is not None:
+        origin += (f"; verl's replay buffer polls every {poll:g} s, so each generation and validation ends on a "
+                   f"poll: the same work a fraction of a second slower or faster on another host can take "
+                   f"{poll:g} s more or less a step (docs/bench/gpu-overhead.md)")
+        if recorded is not None and poll < recorded:
+            origin += (f"; the record was timed polling every {recorded:g} s, so this run's generations may "
+                       f"each end up to {recorded - poll:g} s sooner than the figures above")
     rows.append(("time, measured", origin))
     if t.phases or t.mfu:
         shown = ", ".join(f"{name} {v['median_s']:.2f}" for name, v in t.phases.items())

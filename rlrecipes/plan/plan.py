@@ -18,6 +18,18 @@ from rlrecipes.reference import MeasuredMemory, measured_memory
 from rlrecipes.verl import schema
 
 
+def generation_poll(run: ResolvedRun) -> float | None:
+    """Seconds between the replay buffer's polls that this run's generation waits on: the interval
+    rlrecipes/verl/replay_poll.py is given where the run sets that sampler, else verl's own (VerlSpec.replay_poll_s);
+    None for a verl without the V1 trainer, or with it switched off (trainer.use_v1=false)."""
+    poll = run.image.spec.replay_poll_s
+    if poll is None or run.get("trainer.use_v1", True) is False:
+        return None
+    if run.get("trainer.v1.sampler.custom_sampler.name") == "PollReplayBuffer":
+        return run.get("trainer.v1.sampler.sampler_kwargs.poll_interval", None, kind=float)
+    return poll
+
+
 def dataset_rows(run: ResolvedRun) -> tuple[int | None, str]:
     """Training rows: from the data stage's manifest when present, else the recipe's known size."""
     manifest = run.data_dir / "manifest.json"
@@ -271,7 +283,8 @@ def build_plan(run: ResolvedRun) -> Plan:
         time=estimate_time(run.name, run.profile.name, run.recipe.model.hub_id, run.get, n_gpus,
                            int(run.get("actor_rollout_ref.rollout.tensor_model_parallel_size") or 1), batch * n,
                            int(run.get("data.max_response_length")), total_steps,
-                           profile_gpu=run.profile.gpu.name, validations=validations, saves=len(saves)),
+                           profile_gpu=run.profile.gpu.name, validations=validations, saves=len(saves),
+                           generation_poll_s=generation_poll(run), recorded_poll_s=run.image.spec.replay_poll_s),
         memory_measured=measured_memory(run.name, run.profile.name, run.get),
         loggers=run.variables["LOGGER"],
         logs=str(run.log_dir),

@@ -98,12 +98,15 @@ class TimeEstimate:
     record: str                           # the recorded run's metrics file, or why there is none
     phases: dict                          # phase -> {metric, median_s, steps, source} of the recorded run
     mfu: dict                             # perf/mfu/* -> {median, steps, source}
+    generation_poll_s: float | None = None  # this run's replay-buffer poll (verl 0.9's V1 trainer); None: none
+    recorded_poll_s: float | None = None    # the poll the records were timed with (verl's own: no record set another)
 
 
 def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], object], n_gpus: int,
                   tensor_parallel: int, responses_per_step: int, max_response_length: int,
                   total_steps: int | None, profile_gpu: str = "", validations: int = 0,
-                  saves: int = 0) -> TimeEstimate | None:
+                  saves: int = 0, generation_poll_s: float | None = None,
+                  recorded_poll_s: float | None = None) -> TimeEstimate | None:
     """Seconds per step and for the whole run from the measured throughput that applies, or None: a range from
     responses at the recorded run's mean length to responses at the maximum, plus validation and checkpoint
     saves where the recorded run timed them."""
@@ -151,4 +154,5 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
         low_total_seconds=low * total_steps + extra if total_steps and low is not None else None,
         high_total_seconds=per_step * total_steps + extra if total_steps else None,
         record=rec.source if isinstance(rec, RecordedRun) else rec,
-        phases=phases, mfu=rec.mfu if isinstance(rec, RecordedRun) else {})
+        phases=phases, mfu=rec.mfu if isinstance(rec, RecordedRun) else {}, generation_poll_s=generation_poll_s,
+        recorded_poll_s=recorded_poll_s)

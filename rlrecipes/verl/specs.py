@@ -85,6 +85,10 @@ class VerlSpec:
     # reward a recipe names as val-core/<source>/reward/mean@N is logged as val-aux/<source>/reward/mean@N
     # (val-core holds the same number as acc). Seen in the canary's H200 logs (docs/bench/gpu-canary.md).
     validation_reward_aux: bool = False
+    # seconds between the replay buffer's polls of TransferQueue in the V1 trainer (trainer/ppo/v1/replay_buffer.py,
+    # ReplayBuffer(poll_interval=2.0), which its trainer never sets): a step's generation and a validation end on a
+    # poll (docs/bench/gpu-overhead.md, "Generation waits for a 2-second poll"); None: no such trainer
+    replay_poll_s: float | None = None
 
     def logged_metric(self, metric: str) -> str:
         """The name under which this verl logs `metric` (a name as a recipe's contract writes it)."""
@@ -155,7 +159,8 @@ V0_8_0 = VerlSpec(
 #   trainers' resume messages).
 # - actor_rollout_ref.rollout.calculate_log_probs defaults to True (False in 0.8.0): the rollout-vs-actor
 #   metrics rlrecipes.verl.rollout_sync reads are logged by default.
-V0_9_1 = replace(V0_8_0, version="0.9.1", engine_logits=True)
+# - its replay buffer polls every 2 s (replay_poll_s; rlrecipes/verl/replay_poll.py sets another interval).
+V0_9_1 = replace(V0_8_0, version="0.9.1", engine_logits=True, replay_poll_s=2.0)
 
 SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0, V0_9_1)}
 

@@ -234,6 +234,32 @@ def test_plan_cli_prints_the_range_and_which_gpu_it_was_measured_on(capsys):
     assert "update_actor 26.39" in out and "MFU actor 0.283" in out
 
 
+POLL_LEVER = ["trainer.v1.sampler.custom_sampler.path=pkg://rlrecipes.verl.replay_poll",
+              "trainer.v1.sampler.custom_sampler.name=PollReplayBuffer",
+              "+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1"]
+
+
+def test_plan_says_which_replay_buffer_poll_a_hopper_run_waits_on(capsys):
+    """verl 0.9.1's V1 trainer (the Hopper image) ends every generation on a replay-buffer poll, every 2 s as
+    shipped: plan names it, takes the interval the poll lever sets, and names none where there is no such trainer
+    (the A100 image's verl 0.8.0) or it is switched off."""
+    def poll_text(*args):
+        assert main(["plan", *args, "--json"]) == 0
+        time = json.loads(capsys.readouterr().out)["time"]
+        assert main(["plan", *args]) == 0
+        return time["generation_poll_s"], " ".join(capsys.readouterr().out.replace("│", " ").split())
+
+    poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper")
+    assert poll == 2.0 and "verl's replay buffer polls every 2 s" in out and "the record was timed" not in out
+    poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", *POLL_LEVER)
+    assert poll == 0.1 and "polls every 0.1 s" in out
+    assert "the record was timed polling every 2 s, so this run's generations may each end up to 1.9 s sooner" in out
+    poll, out = poll_text(GRPO, "--profile", "a100-80gb")
+    assert poll is None and "replay buffer" not in out
+    poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", "trainer.use_v1=false")
+    assert poll is None and "replay buffer" not in out
+
+
 @pytest.mark.parametrize(("steps", "test_freq", "before", "count"), [
     (60, 10, True, 7),    # before training, then 10, 20, ..., 60
     (35, 5, True, 8),
