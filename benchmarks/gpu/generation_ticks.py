@@ -13,27 +13,23 @@ verl 0.5.0 (`canary/`) kept console logs only.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from rlrecipes.verl.run_metrics import read_jsonl  # noqa: E402
+
 POLL_S = 2.0  # verl 0.9.1's ReplayBuffer(poll_interval=2.0)
 
 
 def generation_times(path: Path) -> list[float]:
-    times = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        value = row.get("data", {}).get("timing_s/gen") if isinstance(row, dict) else None
-        if isinstance(value, (int, float)):
-            times.append(float(value))
-    return times
+    """`timing_s/gen` of each step of one file-logger metrics file, in step order (the project's one reader)."""
+    steps = read_jsonl(path).steps
+    return [steps[n]["timing_s/gen"] for n in sorted(steps) if "timing_s/gen" in steps[n]]
 
 
 def split(seconds: float) -> tuple[int, float]:

@@ -4,11 +4,12 @@ every figure of "Levers on a second H100 host" is read from that sitting's conso
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+from rlrecipes.verl.run_metrics import read_jsonl
 from rlrecipes.verl.startup import read_startup
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,6 +20,14 @@ TICKS = REPO / "benchmarks" / "gpu" / "generation_ticks.py"
 
 def flat(path: Path) -> str:
     return " ".join(path.read_text().split())
+
+
+def _ticks():
+    """benchmarks/gpu/generation_ticks.py as a module (it is a script, not a package member)."""
+    spec = importlib.util.spec_from_file_location("generation_ticks", TICKS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_generation_table_is_what_the_script_prints_and_every_remainder_is_small():
@@ -32,11 +41,7 @@ def test_the_generation_table_is_what_the_script_prints_and_every_remainder_is_s
     quoted = f"Every one of the {steps} generations is a whole number of 2-second polls plus {remainder}"
     assert quoted in flat(OVERHEAD)
     # the claim itself, from the raw numbers: no remainder anywhere between 0.6 s and the next poll
-    sys.path.insert(0, str(TICKS.parent))
-    try:
-        import generation_ticks
-    finally:
-        sys.path.remove(str(TICKS.parent))
+    generation_ticks = _ticks()
     times = [t for ts in generation_ticks.records(RECORDS).values() for t in ts]
     assert len(times) == steps and all(generation_ticks.split(t)[1] < 0.6 for t in times)
     assert generation_ticks.split(4.13) == (2, 4.13 - 4.0) and generation_ticks.split(1.99) == (0, 1.99)
@@ -45,9 +50,9 @@ def test_the_generation_table_is_what_the_script_prints_and_every_remainder_is_s
 def _launch(lever: str):
     folder = RECORDS / "startup-levers-h100-2" / "levers" / lever
     startup = read_startup(next(folder.glob("console-*.log")))
-    rows = [json.loads(line) for line in next(folder.glob("metrics-*.jsonl")).open()]
-    timing = {r["step"]: {k[len("timing_s/"):]: v for k, v in r["data"].items() if k.startswith("timing_s/")}
-              for r in rows}
+    steps = read_jsonl(next(folder.glob("metrics-*.jsonl"))).steps
+    timing = {n: {k[len("timing_s/"):]: v for k, v in data.items() if k.startswith("timing_s/")}
+              for n, data in steps.items()}
     assert startup is not None and startup.complete and startup.from_launch and sorted(timing) == [1, 2, 3, 4]
     return startup, timing
 
@@ -91,8 +96,7 @@ def test_the_summary_quotes_the_same_records():
     launches = {lever: _launch(lever) for lever in ("shipped-cold", "shipped-warm", "lean", "agents2")}
     total = {lever: f"{s.total_s:.0f} s" for lever, (s, _) in launches.items()}
     outside1 = {lever: f"{_outside(t[1]):.1f} s" for lever, (_, t) in launches.items()}
-    printed = subprocess.run([sys.executable, str(TICKS)], capture_output=True, text=True, check=True).stdout
-    total_row = printed.strip().splitlines()[-1].split(" | ")
+    total_row = _ticks().table(RECORDS).strip().splitlines()[-1].split(" | ")
     for quoted in (f"{total['shipped-cold']} cold, {total['shipped-warm']} warm to \"ready to fit\"; `lean` "
                    f"{total['lean']}",
                    f"step 1 {outside1['agents2']} outside the timers against {outside1['shipped-warm']} with eight",

@@ -274,7 +274,7 @@ def test_the_hopper_set_table_and_its_ranges_are_the_recorded_launches():
 def test_the_cold_and_warm_sitting_is_quoted_from_its_records():
     """docs/bench/gpu-overhead.md's "Cold and warm on one host": every figure of its table and of its step findings
     read from the two launches' console logs and metrics (docs/bench/gpu-data/startup-levers-h100/)."""
-    import json
+    from rlrecipes.verl.run_metrics import read_jsonl
 
     levers = RECORDS / "startup-levers-h100" / "levers"
     text = " ".join(OVERHEAD.read_text().split())
@@ -282,9 +282,9 @@ def test_the_cold_and_warm_sitting_is_quoted_from_its_records():
     for lever, label in (("shipped-cold", "the host's first"), ("shipped-warm", "the same command again")):
         startup = read_startup(next((levers / lever).glob("console-*.log")))
         assert startup is not None and startup.complete and startup.from_launch
-        rows = [json.loads(line) for line in next((levers / lever).glob("metrics-*.jsonl")).open()]
-        timing = {r["step"]: {k[len("timing_s/"):]: v for k, v in r["data"].items() if k.startswith("timing_s/")}
-                  for r in rows}
+        steps_of = read_jsonl(next((levers / lever).glob("metrics-*.jsonl"))).steps
+        timing = {n: {k[len("timing_s/"):]: v for k, v in data.items() if k.startswith("timing_s/")}
+                  for n, data in steps_of.items()}
         assert sorted(timing) == [1, 2, 3, 4]
         startups[lever], steps[lever] = startup, timing
         phases = " | ".join(f"{p.seconds:.0f}" for p in startup.phases if p.key != "ready")
