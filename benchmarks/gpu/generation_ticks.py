@@ -66,4 +66,7 @@ def table(root: Path) -> str:
 
 
 if __name__ == "__main__":
-    print(table(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "bench" / "gpu-data"), end="")
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "bench" / "gpu-data"
+    if not records(root):
+        sys.exit(f"generation_ticks: no metrics file with timing_s/gen under {root}")
+    print(table(root), end="")

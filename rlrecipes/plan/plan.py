@@ -15,7 +15,9 @@ from rlrecipes.plan.architectures import Architecture, architecture, lora_params
 from rlrecipes.recipe.load import ResolvedRun
 from rlrecipes.plan.timing import TimeEstimate, estimate_time, validation_count
 from rlrecipes.reference import MeasuredMemory, measured_memory
+from rlrecipes.errors import RecipeError
 from rlrecipes.verl import schema
+from rlrecipes.verl.specs import POLL_INTERVAL_KEY, poll_seconds
 
 
 def generation_poll(run: ResolvedRun) -> float | None:
@@ -26,7 +28,12 @@ def generation_poll(run: ResolvedRun) -> float | None:
     if poll is None or run.get("trainer.use_v1", True) is False:
         return None
     if run.get("trainer.v1.sampler.custom_sampler.name") == "PollReplayBuffer":
-        return run.get("trainer.v1.sampler.sampler_kwargs.poll_interval", None, kind=float)
+        value = run.get(POLL_INTERVAL_KEY, None)
+        seconds = poll_seconds(value)
+        if seconds is None:
+            raise RecipeError(f"PollReplayBuffer needs seconds between polls, a number in (0, 10], got {value!r}",
+                              where=POLL_INTERVAL_KEY, hint=f"set +{POLL_INTERVAL_KEY}=0.1")
+        return seconds
     return poll
 
 

@@ -20,14 +20,16 @@ group filtering and failed-group refill (it passes those only to its own class),
 refuses either beside a custom sampler (rlrecipes/verl/check.py). Only the sync trainer is served: its async
 modes build `ReplayBufferAsync`.
 
-Imported only inside a verl 0.9 interpreter (verl loads it); nothing else in rlrecipes imports it.
+Imported only inside a verl 0.9 interpreter (verl loads it); nothing else in rlrecipes imports it. The bound on
+the interval is rlrecipes/verl/specs.py's `poll_seconds`, which `plan` reads too.
 """
 
 from __future__ import annotations
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-KEY = "trainer.v1.sampler.sampler_kwargs.poll_interval"
+from rlrecipes.verl.specs import POLL_INTERVAL_KEY as KEY
+from rlrecipes.verl.specs import poll_seconds
 
 
 class PollReplayBuffer(ReplayBuffer):
@@ -39,8 +41,8 @@ class PollReplayBuffer(ReplayBuffer):
                              "only (verl builds ReplayBufferAsync for the others); drop "
                              "trainer.v1.sampler.custom_sampler")
         interval = (sampler_kwargs or {}).get("poll_interval")
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 < interval <= 10:
+        seconds = poll_seconds(interval)
+        if seconds is None:
             raise ValueError(f"{KEY}={interval!r}: PollReplayBuffer needs seconds between TransferQueue polls, "
                              "a number in (0, 10] (verl's own is 2.0)")
-        super().__init__(trainer_mode=trainer_mode, sampler_kwargs=sampler_kwargs,
-                         poll_interval=float(interval), **kwargs)
+        super().__init__(trainer_mode=trainer_mode, sampler_kwargs=sampler_kwargs, poll_interval=seconds, **kwargs)

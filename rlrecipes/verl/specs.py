@@ -164,6 +164,17 @@ V0_9_1 = replace(V0_8_0, version="0.9.1", engine_logits=True, replay_poll_s=2.0)
 
 SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0, V0_9_1)}
 
+# The poll interval rlrecipes/verl/replay_poll.py gives verl 0.9's replay buffer in place of replay_poll_s
+POLL_INTERVAL_KEY = "trainer.v1.sampler.sampler_kwargs.poll_interval"
+
+
+def poll_seconds(value: Any) -> float | None:
+    """A replay-buffer poll interval as a float: a number of seconds in (0, 10]; None for anything else (a string,
+    a bool, NaN, null). The one bound, read by the sampler inside verl and by `plan`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 10:
+        return None
+    return float(value)
+
 
 def spec_for(version: str) -> VerlSpec:
     """The spec of a pinned verl version; KeyError naming the known ones otherwise."""

@@ -260,6 +260,17 @@ def test_plan_says_which_replay_buffer_poll_a_hopper_run_waits_on(capsys):
     assert poll is None and "replay buffer" not in out
 
 
+@pytest.mark.parametrize("interval", ["abc", "nan", "0", "11", None])
+def test_plan_refuses_a_poll_sampler_without_a_usable_interval(capsys, interval):
+    """The poll lever's sampler named with an interval it would refuse inside verl (rlrecipes/verl/replay_poll.py,
+    the same bound: rlrecipes.verl.specs.poll_seconds) is one line of error naming the key, exit 2."""
+    extra = [] if interval is None else [f"+trainer.v1.sampler.sampler_kwargs.poll_interval={interval}"]
+    code = main(["plan", CANARY, "--profile", "any-1gpu-hopper", *POLL_LEVER[:2], *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "trainer.v1.sampler.sampler_kwargs.poll_interval: PollReplayBuffer needs seconds between polls" in err
+
+
 @pytest.mark.parametrize(("steps", "test_freq", "before", "count"), [
     (60, 10, True, 7),    # before training, then 10, 20, ..., 60
     (35, 5, True, 8),
