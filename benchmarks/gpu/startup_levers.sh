@@ -13,6 +13,12 @@
 #   awake          actor_rollout_ref.rollout.free_cache_engine=False: vLLM keeps its weights and KV cache between
 #                  rollouts -- no sleep and wake, no KV-cache re-allocation each step (its 0.4 share stays allocated
 #                  while the actor trains; the canary's training peak is ~2 GiB). A step lever, against shipped-warm
+#   workers0       data.dataloader_num_workers=0: verl's data loaders read in the TaskRunner itself instead of 8
+#                  worker processes each (verl's default): none forked from the TaskRunner at each epoch's
+#                  first batch and at each validation (these launches run none), none left for Ray to SIGKILL
+#                  when the run ends (the `DataLoader worker (pid ...) is killed by signal: Killed` traceback
+#                  after the last step; tests/verl_layer/test_taskrunner_exit.py). A step lever, against
+#                  shipped-warm; its console log shows whether the traceback is gone
 #   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
 #                  start-up against its step time: generation without graphs)
 #   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
@@ -49,6 +55,7 @@ set_lever() {
                  +trainer.v1.sampler.sampler_kwargs.poll_interval=0.1) ;;
     awake) extra=(actor_rollout_ref.rollout.free_cache_engine=False) ;;
     agents2) extra=(actor_rollout_ref.rollout.agent.num_workers=2) ;;
+    workers0) extra=(data.dataloader_num_workers=0) ;;
     *) return 2 ;;
   esac
 }
@@ -70,7 +77,7 @@ record_env > "$O/env.txt" 2>&1
 # start-up timings; at INFO the console logs them (model load, torch.compile, memory profiling, CUDA-graph capture,
 # engine init), splitting the rollout phase. Logging only: every lever gets it, shipped-cold included.
 export VLLM_LOGGING_LEVEL=INFO
-read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm poll awake eager lean agents2 vllm-cache-1 vllm-cache-2}"
+read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm poll awake workers0 eager lean agents2 vllm-cache-1 vllm-cache-2}"
 
 stamp "assets"
 python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/assets.log" 2>&1
