@@ -19,6 +19,11 @@
 #                  when the run ends (the `DataLoader worker (pid ...) is killed by signal: Killed` traceback
 #                  after the last step; tests/verl_layer/test_taskrunner_exit.py). A step lever, against
 #                  shipped-warm; its console log shows whether the traceback is gone
+#   uni            +actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni: vLLM's model
+#                  worker in its EngineCore process instead of a process of its own (verl passes "mp"; its
+#                  engine_kwargs come after and win). At one GPU per engine nothing needs the extra process,
+#                  and it is the one the console shows starting for 16 s (spawn, imports, NCCL) between the
+#                  engine core's first line and the model load. A start-up lever, against shipped-warm
 #   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
 #                  start-up against its step time: generation without graphs)
 #   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
@@ -56,6 +61,7 @@ set_lever() {
     awake) extra=(actor_rollout_ref.rollout.free_cache_engine=False) ;;
     agents2) extra=(actor_rollout_ref.rollout.agent.num_workers=2) ;;
     workers0) extra=(data.dataloader_num_workers=0) ;;
+    uni) extra=(+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni) ;;
     *) return 2 ;;
   esac
 }
@@ -77,7 +83,7 @@ record_env > "$O/env.txt" 2>&1
 # start-up timings; at INFO the console logs them (model load, torch.compile, memory profiling, CUDA-graph capture,
 # engine init), splitting the rollout phase. Logging only: every lever gets it, shipped-cold included.
 export VLLM_LOGGING_LEVEL=INFO
-read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm poll awake workers0 eager lean agents2 vllm-cache-1 vllm-cache-2}"
+read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm poll awake workers0 uni eager lean agents2 vllm-cache-1 vllm-cache-2}"
 
 stamp "assets"
 python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/assets.log" 2>&1

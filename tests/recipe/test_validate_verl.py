@@ -318,7 +318,7 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
 
     script = REPO / "benchmarks" / "gpu" / "startup_levers.sh"
     default = re.search(r'LEVERS:-([^}"]+)', script.read_text()).group(1).split()
-    assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2", "workers0"} <= set(default)
+    assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2", "workers0", "uni"} <= set(default)
     printed = subprocess.run(["bash", str(script), "--print", *default], capture_output=True, text=True, check=True)
     levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())
     assert list(levers) == default
@@ -335,6 +335,8 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     assert rollout["eager"]["enforce_eager"] is True
     workers = {name: results[name].config["data"]["dataloader_num_workers"] for name in ("workers0", "shipped-warm")}
     assert workers == {"workers0": 0, "shipped-warm": 8}
+    assert rollout["uni"]["engine_kwargs"]["vllm"] == {"distributed_executor_backend": "uni"}
+    assert rollout["shipped-warm"]["engine_kwargs"]["vllm"] == {}
     sampler = results["poll"].config["trainer"]["v1"]["sampler"]
     assert sampler["custom_sampler"] == {"path": "pkg://rlrecipes.verl.replay_poll", "name": "PollReplayBuffer"}
     assert sampler["sampler_kwargs"] == {"poll_interval": 0.1}

@@ -114,3 +114,30 @@ def test_the_poll_levers_launch_got_past_the_sampler_and_no_further_than_the_rol
     assert "actor and ref model engine initialized" in after and "(vLLMHttpServer" in after
     assert "Traceback" not in after and not any("step:1 " in line for line in lines)
     assert "docs/bench/gpu-data/poll-lever-h100-partial/poll.log" in flat(OVERHEAD)
+
+
+def test_the_warm_rollout_phase_split_is_read_from_its_console_log():
+    """"Where the warm rollout phase's 64 s go": each boundary's time is a line of that console log."""
+    log = (RECORDS / "startup-levers-h100-2" / "levers" / "shipped-warm" / "console-20261205T165644Z.log")
+    lines = log.read_text(errors="replace").splitlines()
+
+    def first(text: str) -> str:
+        hit = next(line for line in lines if text in line)
+        return hit.split("INFO:2026-12-05 ")[-1][:8] if "INFO:2026-12-05 " in hit else hit.split("INFO 12-05 ")[1][:8]
+
+    assert first("actor and ref model engine initialized") == "16:58:00"
+    assert first("Resolved architecture") == "16:58:21"
+    assert first("Initializing a V1 LLM engine") == "16:58:34"
+    assert first("vLLMColocateWorkerExtension'> into") == "16:58:50"
+    assert first("init engine (profile, create kv cache, warmup model) took 9.21 s") == "16:59:01"
+    assert first("checkpoint engine manager initialized") == "16:59:04"
+    assert any("Model loading took 0.01 GiB memory and 0.202921 seconds" in line for line in lines)
+    assert any("took 3.49 s in total" in line for line in lines)
+    assert any("Graph capturing finished in 3 secs" in line for line in lines)
+    assert any("'--distributed_executor_backend'," in line for line in lines)
+    startup, _ = _launch("shipped-warm")
+    assert round({p.key: p.seconds for p in startup.phases}["rollout"]) == 64
+    text = flat(OVERHEAD)
+    for cell in ("| 16:58:00 | 16:58:21 | 21 |", "| 16:58:21 | 16:58:34 | 13 |", "| 16:58:34 | 16:58:50 | 16 |",
+                 "| 16:58:50 | 16:59:01 | 11 |"):
+        assert cell in text
