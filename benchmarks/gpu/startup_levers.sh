@@ -23,7 +23,8 @@
 #                  worker in its EngineCore process instead of a process of its own (verl passes "mp"; its
 #                  engine_kwargs come after and win). At one GPU per engine nothing needs the extra process,
 #                  and it is the one the console shows starting for 16 s (spawn, imports, NCCL) between the
-#                  engine core's first line and the model load. A start-up lever, against shipped-warm
+#                  engine core's first line and the model load; vLLM's own default at world size 1. A start-up
+#                  lever, against shipped-warm, whose generation time counts too (docs/bench/gpu-overhead.md)
 #   eager          actor_rollout_ref.rollout.enforce_eager=True: no torch.compile, no CUDA graphs in vLLM (its
 #                  start-up against its step time: generation without graphs)
 #   lean           the CPU side's two levers (benchmarks/startup_cpu.sh, measured on a CPU host): one TransferQueue
