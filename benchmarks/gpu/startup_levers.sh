@@ -40,8 +40,9 @@
 # in a user's `make reproduce`, comes first all the same). LEVERS picks and orders the levers (4-6 minutes
 # each); `bash startup_levers.sh --print LEVER...` prints each one's `make train` ARGS and runs nothing. Each
 # lever's console log and metrics are copied to /root/w/out/levers/<lever>/ as soon as it ends, so a cut-short
-# sitting keeps what it finished; the table is benchmarks/gpu/startup_table.py over those folders once they are
-# under docs/bench/gpu-data/.
+# sitting keeps what it finished. Once the sitting's folder is under docs/bench/gpu-data/, its table (start-up
+# phases, step 1, the later steps and their generation) is `benchmarks/gpu/levers_table.py FOLDER`; every launch's
+# start-up on record, `benchmarks/gpu/startup_table.py`.
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/startup_levers.sh); follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
