@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rlrecipes.verl.run_metrics import read_jsonl
@@ -168,3 +169,15 @@ def test_the_warm_rollout_phase_split_is_read_from_its_console_log():
     for cell in ("| 16:58:00 | 16:58:21 | 21 |", "| 16:58:21 | 16:58:34 | 13 |", "| 16:58:34 | 16:58:50 | 16 |",
                  "| 16:58:50 | 16:59:01 | 11 |"):
         assert cell in text
+
+
+def test_the_recovery_records_poll_counts_are_quoted_from_the_generation_table():
+    """docs/bench/gpu-reliability.md explains the resumed launches' slower steps with the generation table's
+    three recovery-hopper rows: the counts it quotes are that table's."""
+    ticks = _ticks()
+    runs = {name: Counter(ticks.split(t)[0] for t in times)
+            for name, times in ticks.records(RECORDS).items() if name.startswith("recovery-hopper/")}
+    assert [dict(runs[name]) for name in sorted(runs)] == [{1: 24, 2: 8}, {1: 3, 2: 6}, {1: 4, 2: 16}]
+    quoted = ("24 of the first launch's 32 timed generations waited one poll, 6 of 9 and 16 of 20 in the resumed "
+              "launches waited two")
+    assert quoted in flat(REPO / "docs" / "bench" / "gpu-reliability.md")
