@@ -5,13 +5,13 @@ second H100 host" is read from that sitting's console logs and metrics."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-from rlrecipes.verl.run_metrics import read_jsonl
+from support.scripts import script_module
+
 from rlrecipes.verl.startup import read_startup
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,11 +25,7 @@ def flat(path: Path) -> str:
 
 
 def _ticks():
-    """benchmarks/gpu/generation_ticks.py as a module (it is a script, not a package member)."""
-    spec = importlib.util.spec_from_file_location("generation_ticks", TICKS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("benchmarks/gpu/generation_ticks.py")
 
 
 def test_the_generation_table_is_what_the_script_prints_and_every_remainder_is_small():
@@ -53,11 +49,7 @@ LEVERS_TABLE = REPO / "benchmarks" / "gpu" / "levers_table.py"
 
 
 def _levers_table():
-    """benchmarks/gpu/levers_table.py as a module (a script, not a package member)."""
-    spec = importlib.util.spec_from_file_location("levers_table", LEVERS_TABLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("benchmarks/gpu/levers_table.py")
 
 
 def _launch(lever: str):

@@ -274,17 +274,16 @@ def test_the_hopper_set_table_and_its_ranges_are_the_recorded_launches():
 def test_the_cold_and_warm_sitting_is_quoted_from_its_records():
     """docs/bench/gpu-overhead.md's "Cold and warm on one host": every figure of its table and of its step findings
     read from the two launches' console logs and metrics (docs/bench/gpu-data/startup-levers-h100/)."""
-    from rlrecipes.verl.run_metrics import read_jsonl
+    from support.scripts import script_module
 
+    levers_table = script_module("benchmarks/gpu/levers_table.py")  # the levers' step timings, as that table reads them
     levers = RECORDS / "startup-levers-h100" / "levers"
     text = " ".join(OVERHEAD.read_text().split())
     startups, steps = {}, {}  # per lever: its start-up; {step: {phase: seconds}} from timing_s/
     for lever, label in (("shipped-cold", "the host's first"), ("shipped-warm", "the same command again")):
         startup = read_startup(next((levers / lever).glob("console-*.log")))
         assert startup is not None and startup.complete and startup.from_launch
-        steps_of = read_jsonl(next((levers / lever).glob("metrics-*.jsonl"))).steps
-        timing = {n: {k[len("timing_s/"):]: v for k, v in data.items() if k.startswith("timing_s/")}
-                  for n, data in steps_of.items()}
+        timing = levers_table.timings(levers / lever)
         assert sorted(timing) == [1, 2, 3, 4]
         startups[lever], steps[lever] = startup, timing
         phases = " | ".join(f"{p.seconds:.0f}" for p in startup.phases if p.key != "ready")
@@ -301,8 +300,8 @@ def test_the_cold_and_warm_sitting_is_quoted_from_its_records():
         return [t[key] for timing in steps.values() for n, t in timing.items() if n >= 2]
 
     def outside(first: bool):  # a step's seconds outside every phase timer, in step 1 or in steps 2-4
-        return [t["step"] - sum(v for k, v in t.items() if k != "step") for timing in steps.values()
-                for n, t in timing.items() if (n == 1) == first]
+        return [levers_table.outside_timers(t) for timing in steps.values() for n, t in timing.items()
+                if (n == 1) == first]
 
     step1 = [timing[1]["step"] for timing in steps.values()]
     to_end_of_step1 = [startups[lever].total_s + steps[lever][1]["step"] for lever in steps]

@@ -86,6 +86,7 @@ def test_ray_kills_the_loader_workers_an_actor_keeps_when_the_driver_exits(verl_
     else:  # verl 0.5.0: the workers went with run()'s local trainer, before the driver exited
         assert named == [], f"Ray still found {named} (the loader's workers were {pids})"
 
+
 def test_every_recorded_verl_091_launch_that_finished_ends_with_the_traceback_and_no_050_one_does():
     """docs/bench/gpu-reliability.md's count: the console logs under docs/bench/gpu-data that reached verl's last
     step. verl 0.9.1's lines carry the `TaskRunnerV1` actor's prefix; verl 0.5.0's (the HF-rollout canaries) do
