@@ -2,13 +2,15 @@
 0.9.1's replay buffer, which polls TransferQueue every 2.0 s (rlrecipes/verl/replay_poll.py), sets the step's
 generation time on the Hopper stack (docs/bench/gpu-overhead.md, "Generation waits for a 2-second poll").
 
-    .venvs/dev/bin/python benchmarks/gpu/generation_ticks.py [RECORDS_DIR]
+    .venvs/dev/bin/python benchmarks/gpu/generation_ticks.py [--faster] [RECORDS_DIR]
 
 Reads `timing_s/gen` from every metrics file under RECORDS_DIR (default docs/bench/gpu-data) with verl's
 file-logger rows (`*metrics*.jsonl`), and prints one Markdown row a file: its steps, the range of the time,
 how many steps took 1, 2, 3... whole polls (floor(gen / 2 s)), and the range of the remainder (gen - 2 s x polls).
 A last row sums them up. Every such file on record is a Hopper-stack run (verl 0.9.1): the HF-rollout canaries of
-verl 0.5.0 (`canary/`) kept console logs only.
+verl 0.5.0 (`canary/`) kept console logs only. A launch that ran rlrecipes' PollReplayBuffer (its console log,
+beside the metrics file under the same stamp, prints verl's config naming it) does not wait for 2-s polls: it is
+left out of that table, and `--faster` prints those launches alone (steps, generation range).
 """
 
 from __future__ import annotations
@@ -37,14 +39,32 @@ def split(seconds: float) -> tuple[int, float]:
     return polls, seconds - polls * POLL_S
 
 
-def records(root: Path) -> dict[str, list[float]]:
+def polled_faster(path: Path) -> bool:
+    """Whether the launch that wrote this metrics file ran rlrecipes/verl/replay_poll.py's PollReplayBuffer: its
+    console log (`console-STAMP.log` beside `metrics-STAMP.jsonl`) prints verl's config, the sampler's name in it."""
+    console = path.with_name(path.name.replace("metrics-", "console-", 1).removesuffix(".jsonl") + ".log")
+    return console.is_file() and "'name': 'PollReplayBuffer'" in console.read_text(errors="replace")
+
+
+def records(root: Path, faster: bool = False) -> dict[str, list[float]]:
+    """Generation times by metrics file: the launches on verl's 2-s poll, or (`faster`) those on PollReplayBuffer."""
     found = {}
     for path in sorted(root.rglob("*metrics*.jsonl")):
         name = path.relative_to(root).as_posix()
         times = generation_times(path)
-        if times:
+        if times and polled_faster(path) == faster:
             found[name] = times
     return found
+
+
+def faster_table(root: Path) -> str:
+    lines = ["| metrics file (under docs/bench/gpu-data/) | steps | generation | generation after step 1 |",
+             "|---|---|---|---|"]
+    for name, times in records(root, faster=True).items():
+        later = times[1:] or times
+        lines.append(f"| `{name}` | {len(times)} | {min(times):.2f}-{max(times):.2f} s | "
+                     f"{min(later):.2f}-{max(later):.2f} s |")
+    return "\n".join(lines) + "\n"
 
 
 def table(root: Path) -> str:
@@ -66,7 +86,11 @@ def table(root: Path) -> str:
 
 
 if __name__ == "__main__":
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "bench" / "gpu-data"
-    if not records(root):
-        sys.exit(f"generation_ticks: no metrics file with timing_s/gen under {root}")
-    print(table(root), end="")
+    args = sys.argv[1:]
+    faster = "--faster" in args
+    args = [a for a in args if a != "--faster"]
+    root = Path(args[0]) if args else REPO / "docs" / "bench" / "gpu-data"
+    if not records(root, faster):
+        sys.exit(f"generation_ticks: no metrics file with timing_s/gen under {root}"
+                 + (" from a PollReplayBuffer launch" if faster else ""))
+    print(faster_table(root) if faster else table(root), end="")

@@ -1,13 +1,14 @@
 """The launches of one `benchmarks/gpu/startup_levers.sh` sitting as the Markdown table docs/bench/gpu-overhead.md
 shows for it (tests/report/test_levers_record.py checks that the two agree):
 
-    .venvs/dev/bin/python benchmarks/gpu/levers_table.py docs/bench/gpu-data/startup-levers-h100-2
+    .venvs/dev/bin/python benchmarks/gpu/levers_table.py [--phases] docs/bench/gpu-data/startup-levers-h100-2
 
 One row a lever folder under SITTING/levers/ (its console log and metrics file, as the script copies them), in
 the order the levers ran: the start-up phases (rlrecipes/verl/startup.py: ray, datasets, models, rollout) and
 launch to "ready to fit"; step 1's time and the part of it no phase timer of verl covers; the range of the later
 steps' times and of their generation (verl's `timing_s/step`, `timing_s/gen`, read with the project's metrics
-reader). A lever cut short shows "-" for what it did not reach.
+reader). A lever cut short shows "-" for what it did not reach. `--phases`: one row a lever with the range of each
+of verl's phase timers over the steps after the first (what a step lever changes).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def _span(values: list[float]) -> str:
     return f"{min(values):.1f}-{max(values):.1f} s" if values else "-"
 
 
+def _seconds(values: list[float]) -> str:
+    """A range to the hundredth of a second (a phase of the canary's step is a fraction of one); "-" for none."""
+    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+
+
 def row(folder: Path) -> tuple[str, int]:
     """(the lever's Markdown row, the last step it logged)."""
     logs = sorted(folder.glob("console-*.log"))
@@ -59,11 +65,16 @@ def row(folder: Path) -> tuple[str, int]:
     return f"| `{lever}`{LABELS.get(lever, '')} | " + " | ".join(cells) + " |", max(steps, default=0)
 
 
-def table(sitting: Path) -> str:
+def _in_order(sitting: Path) -> list[Path]:
+    """The sitting's lever folders in the order they ran: the launcher stamps each console log's name with its
+    launch time."""
     folders = [f for f in (sitting / "levers").iterdir() if f.is_dir()]
-    # the order they ran: the launcher stamps each console log's name with its launch time
     folders.sort(key=lambda f: min((p.name for p in f.glob("console-*.log")), default="~"))
-    rows = [row(f) for f in folders]
+    return folders
+
+
+def table(sitting: Path) -> str:
+    rows = [row(f) for f in _in_order(sitting)]
     last = max((n for _, n in rows), default=0)
     later = f"steps 2-{last}" if last > 2 else "step 2"
     lines = ["| launch | ray | datasets | models | rollout | launch to \"ready to fit\" | step 1 | outside the timers in "
@@ -71,7 +82,29 @@ def table(sitting: Path) -> str:
     return "\n".join(lines + [r for r, _ in rows]) + "\n"
 
 
+# verl 0.9.1's phase timers of a step, in the order the step runs them, and their column names
+STEP_PHASES = (("gen", "generation"), ("old_log_prob", "old log-probs"), ("ref", "reference"), ("adv", "advantages"),
+               ("update_actor", "update"), ("update_weights", "weight sync"), ("step", "step"))
+
+
+def phases_table(sitting: Path) -> str:
+    """Each lever's phase timers over its steps after the first, as ranges of seconds."""
+    folders = _in_order(sitting)
+    steps = [timings(f) for f in folders]
+    last = max((max(s, default=0) for s in steps), default=0)
+    later = f"steps 2-{last}" if last > 2 else "step 2"
+    lines = [f"| launch ({later}, seconds) | " + " | ".join(name for _, name in STEP_PHASES) + " |",
+             "|---|" + "---|" * len(STEP_PHASES)]
+    for folder, timed in zip(folders, steps):
+        rows = [timed[n] for n in sorted(timed) if n > 1]
+        cells = [_seconds([r[key] for r in rows if key in r]) for key, _ in STEP_PHASES]
+        lines.append(f"| `{folder.name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or not (Path(sys.argv[1]) / "levers").is_dir():
-        sys.exit("usage: levers_table.py SITTING (a folder holding levers/<lever>/ as startup_levers.sh leaves it)")
-    print(table(Path(sys.argv[1])), end="")
+    args = [a for a in sys.argv[1:] if a != "--phases"]
+    if len(args) != 1 or not (Path(args[0]) / "levers").is_dir():
+        sys.exit("usage: levers_table.py [--phases] SITTING (a folder holding levers/<lever>/ as startup_levers.sh "
+                 "leaves it)")
+    print((phases_table if "--phases" in sys.argv[1:] else table)(Path(args[0])), end="")

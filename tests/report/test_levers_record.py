@@ -173,3 +173,73 @@ def test_the_recovery_records_poll_counts_are_quoted_from_the_generation_table()
     quoted = ("24 of the first launch's 32 timed generations waited one poll, 6 of 9 and 16 of 20 in the resumed "
               "launches waited two")
     assert quoted in flat(REPO / "docs" / "bench" / "gpu-reliability.md")
+
+
+# ------------------------------------------------------------------------------------- the third lever sitting
+THIRD = RECORDS / "startup-levers-h100-3"
+THIRD_LEVERS = ("shipped-cold", "poll", "awake", "uni", "workers0")
+
+
+def _between(text: str, marker: str) -> str:
+    name = marker.split()[0]
+    return text.split(f"<!-- {marker} -->\n")[1].split(f"<!-- /{name} -->")[0]
+
+
+def test_the_third_sittings_tables_are_what_the_scripts_print():
+    text = OVERHEAD.read_text()
+    assert _between(text, "levers-table startup-levers-h100-3") == _levers_table().table(THIRD)
+    assert _between(text, "levers-phases startup-levers-h100-3") == _levers_table().phases_table(THIRD)
+    printed = subprocess.run([sys.executable, str(TICKS), "--faster"], capture_output=True, text=True,
+                             check=True).stdout
+    assert _between(text, "generation-faster-table") == printed
+    assert [line.split(" | ")[0] for line in printed.splitlines()[2:]] == [
+        "| `startup-levers-h100-3/levers/poll/metrics-20261205T235037Z.jsonl`"]
+
+
+def _third(lever: str):
+    folder = THIRD / "levers" / lever
+    console = next(folder.glob("console-*.log"))
+    metrics = script_module("benchmarks/gpu/generation_ticks.py").read_jsonl(next(folder.glob("metrics-*.jsonl")))
+    return read_startup(console), _levers_table().timings(folder), console.read_text(errors="replace"), metrics.steps
+
+
+def test_the_third_sitting_is_quoted_from_its_records():
+    """Every figure "The third lever sitting" gives for `poll`, `uni`, `workers0` and `awake`, read from the
+    launches' console logs and metrics."""
+    launches = {lever: _third(lever) for lever in THIRD_LEVERS}
+    text = flat(OVERHEAD)
+
+    def span(values, digits=2):
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+    gen = {lever: [t[n]["gen"] for n in (2, 3, 4)] for lever, (_, t, _, _) in launches.items()}
+    steps34 = {lever: [f"{t[n]['step']:.2f}" for n in (3, 4)] for lever, (_, t, _, _) in launches.items()}
+    on_2s = [g for lever, gs in gen.items() if lever != "poll" for g in gs]
+    rollout = {lever: next(p.seconds for p in s.phases if p.key == "rollout") for lever, (s, _, _, _) in
+               launches.items()}
+    warm = [f"{rollout[lever]:.0f}" for lever in ("poll", "awake", "workers0")]
+    uni, uni_t = launches["uni"][0], launches["uni"][1]
+    corr = {lever: [m["training/rollout_actor_probs_pearson_corr"] for m in steps.values()]
+            for lever, (_, _, _, steps) in launches.items()}
+    others = [c for lever, cs in corr.items() if lever != "poll" for c in cs]
+    sync = [launches["awake"][1][n]["update_weights"] for n in (2, 3, 4)]
+    for quoted in (f"generation {span(gen['poll'])} s against {span(on_2s)} s for every launch on verl's 2-s poll",
+                   f"steps 3-4 {' and '.join(steps34['poll'])} s against {' and '.join(steps34['shipped-cold'])} s",
+                   f"correlation {span(corr['poll'], 5)} over its 4 steps, {span(others, 5)} over the other launches' "
+                   f"{len(others)}",
+                   f"the rollout phase {rollout['uni']:.0f} s against {min(warm)}-{max(warm)} s for the other warm",
+                   f"{uni.total_s:.0f} s to \"ready to fit\", step 1 {uni_t[1]['step']:.1f} s** "
+                   f"({_outside(uni_t[1]):.1f} s of it outside",
+                   f"the weight sync {span(sync)} s against 0.16"):
+        assert quoted in text, quoted
+    # the worker's own process: EngineCore's first line to the worker's "Injected" line, uni against mp (poll)
+    for lever, start, injected in (("uni", "23:59:21", "23:59:23"), ("poll", "23:52:17", "23:52:32")):
+        lines = launches[lever][2].splitlines()
+        assert any(start in line and "Initializing a V1 LLM engine" in line for line in lines), lever
+        assert any(injected in line and "Injected" in line and "vLLMColocateWorkerExtension" in line
+                   for line in lines), lever
+        assert f"({start} -> {injected})" in text or f"{start} -> {injected}" in text
+    # the end-of-run traceback: in every launch but workers0's
+    killed = {lever: "is killed by signal: Killed" in console for lever, (_, _, console, _) in launches.items()}
+    assert killed == {lever: lever != "workers0" for lever in THIRD_LEVERS}
+

@@ -134,11 +134,14 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     """docs/bench/gpu-overhead.md and docs/benchmarks.md quote the start-up's range and its rollout phase's: both
     come from the recorded console logs, not typed twice."""
     startups = [s for s in map(read_startup, console_logs(RECORDS)) if s is not None]
-    whole = [s for s in startups if s.complete]
+    # "before any lever": every launch but the `uni` lever's, the one lever on record that shortens the start-up
+    # (its own figures are quoted with the third lever sitting, tests/report/test_levers_record.py)
+    whole = [s for s in startups if s.complete and s.log.parent.name != "uni"]
+    assert len(whole) == len([s for s in startups if s.complete]) - 1
     totals = [s.total_s for s in whole]
     rollout = [p.seconds for s in whole for p in s.phases if p.key == "rollout"]
     quoted = (f"{min(totals):.0f}-{max(totals):.0f} s", f"{min(rollout):.0f}-{max(rollout):.0f} s")
-    assert quoted == ("129-368 s", "64-208 s")
+    assert quoted == ("127-368 s", "59-208 s")
     for doc in (REPO / "docs" / "bench" / "gpu-overhead.md", REPO / "docs" / "benchmarks.md"):
         text = " ".join(doc.read_text().split())
         assert all(q in text for q in quoted), doc
