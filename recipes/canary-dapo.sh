@@ -47,6 +47,11 @@ exec python3 -m rlrecipes.verl.stopguard --ckpt-dir "${CKPT_DIR}"/canary-dapo --
     critic.strategy=fsdp2 \
     actor_rollout_ref.model.use_fused_kernels=true \
     actor_rollout_ref.model.fused_kernel_options.impl_backend=torch \
+    trainer.v1.sampler.custom_sampler.path=pkg://rlrecipes.verl.replay_poll \
+    trainer.v1.sampler.custom_sampler.name=PollReplayBuffer \
+    +trainer.v1.sampler.sampler_kwargs.poll_interval=0.1 \
+    +actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni \
+    data.dataloader_num_workers=0 \
     algorithm.adv_estimator=grpo \
     actor_rollout_ref.actor.clip_ratio_low=0.2 \
     actor_rollout_ref.actor.clip_ratio_high=0.28 \

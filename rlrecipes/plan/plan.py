@@ -27,7 +27,8 @@ def generation_poll(run: ResolvedRun) -> float | None:
     poll = run.image.spec.replay_poll_s
     if poll is None or run.get("trainer.use_v1", True) is False:
         return None
-    if run.get("trainer.v1.sampler.custom_sampler.name") == "PollReplayBuffer":
+    if run.get("trainer.v1.sampler.custom_sampler.name") == "PollReplayBuffer" and \
+            run.get("trainer.v1.sampler.custom_sampler.path"):  # verl's test: both set, or its own sampler
         value = run.get(POLL_INTERVAL_KEY, None)
         seconds = poll_seconds(value)
         if seconds is None:

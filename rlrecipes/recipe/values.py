@@ -48,6 +48,11 @@ POSITIVE_INTS = {
 FREQUENCIES = ("trainer.save_freq", "trainer.test_freq")
 LEARNING_RATES = ("actor_rollout_ref.actor.optim.lr", "critic.optim.lr")
 FRACTIONS = ("actor_rollout_ref.rollout.gpu_memory_utilization",)
+# vLLM's "uni" executor runs the engine's one model worker inside its EngineCore process (vllm/v1/executor/
+# uniproc_executor.py): one GPU per engine. vLLM 0.24 does not refuse it at a larger tensor parallel size
+# (vllm/config/parallel.py only picks it by default at world size 1); the engine would start one rank of several.
+EXECUTOR_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend"
+ROLLOUT_TP_KEY = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 
 
 def resolved(key: str, lookup: Callable[[str], Any], seen: tuple[str, ...] = ()) -> Any:
@@ -125,6 +130,11 @@ def check_values(lookup: Callable[[str], Any], source: Callable[[str], str]) -> 
         if value is UNSET:
             continue
         fraction(value, source(key))
+    tensor_parallel = resolved(ROLLOUT_TP_KEY, lookup)
+    if resolved(EXECUTOR_KEY, lookup) == "uni" and tensor_parallel is not UNSET and tensor_parallel != 1:
+        raise RecipeError(f"vLLM's 'uni' executor runs one model worker, and {ROLLOUT_TP_KEY} is {tensor_parallel}",
+                          where=source(EXECUTOR_KEY),
+                          hint=f"drop {EXECUTOR_KEY} (or set it to mp) when the rollout spans several GPUs")
     return warnings
 
 

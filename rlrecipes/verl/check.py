@@ -305,7 +305,8 @@ def _check_sampler(cfg) -> None:
             raise ValueError(f"{key}=true beside trainer.v1.sampler.custom_sampler ({custom.name}): verl passes a "
                              "custom sampler neither DAPO's group filtering nor failed-group refill "
                              "(trainer/ppo/v1/trainer_base.py _build_replay_buffer), so it would be off; "
-                             "drop one of the two")
+                             "drop one of the two (trainer.v1.sampler.custom_sampler.path=null "
+                             "trainer.v1.sampler.custom_sampler.name=null drops the sampler the Hopper profiles set)")
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     trainer = types.SimpleNamespace(config=cfg, trainer_mode=v1.trainer_mode, _add_prompts_to_generate=None,

@@ -237,34 +237,38 @@ def test_plan_cli_prints_the_range_and_which_gpu_it_was_measured_on(capsys):
 POLL_LEVER = ["trainer.v1.sampler.custom_sampler.path=pkg://rlrecipes.verl.replay_poll",
               "trainer.v1.sampler.custom_sampler.name=PollReplayBuffer",
               "+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1"]
+VERLS_OWN_SAMPLER = ["trainer.v1.sampler.custom_sampler.path=null", "trainer.v1.sampler.custom_sampler.name=null"]
 
 
 def test_plan_says_which_replay_buffer_poll_a_hopper_run_waits_on(capsys):
-    """verl 0.9.1's V1 trainer (the Hopper image) ends every generation on a replay-buffer poll, every 2 s as
-    shipped: plan names it, takes the interval the poll lever sets, and names none where there is no such trainer
-    (the A100 image's verl 0.8.0) or it is switched off."""
+    """verl 0.9.1's V1 trainer (the Hopper image) ends every generation on a replay-buffer poll, every 2 s with
+    verl's own sampler: plan names it, takes the interval the poll lever sets (the Hopper profiles' 0.1 s), and
+    names none where there is no such trainer (the A100 image's verl 0.8.0) or it is switched off."""
     def poll_text(*args):
         assert main(["plan", *args, "--json"]) == 0
         time = json.loads(capsys.readouterr().out)["time"]
         assert main(["plan", *args]) == 0
         return time["generation_poll_s"], " ".join(capsys.readouterr().out.replace("│", " ").split())
 
-    poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper")
+    # the Hopper profiles ship the poll lever (docs/bench/gpu-overhead.md, "The third lever sitting")
+    for args in ((), POLL_LEVER):
+        poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", *args)
+        assert poll == 0.1 and "polls every 0.1 s" in out
+        assert "the record was timed polling every 2 s, so this run's generations may each end up to 1.9 s sooner" in out
+    # verl's own sampler, the profile's dropped as the DAPO hint says: verl's 2 s
+    poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", *VERLS_OWN_SAMPLER)
     assert poll == 2.0 and "verl's replay buffer polls every 2 s" in out and "the record was timed" not in out
-    poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", *POLL_LEVER)
-    assert poll == 0.1 and "polls every 0.1 s" in out
-    assert "the record was timed polling every 2 s, so this run's generations may each end up to 1.9 s sooner" in out
     poll, out = poll_text(GRPO, "--profile", "a100-80gb")
     assert poll is None and "replay buffer" not in out
     poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", "trainer.use_v1=false")
     assert poll is None and "replay buffer" not in out
 
 
-@pytest.mark.parametrize("interval", ["abc", "nan", "0", "11", None])
+@pytest.mark.parametrize("interval", ["abc", "nan", "0", "11", "null"])
 def test_plan_refuses_a_poll_sampler_without_a_usable_interval(capsys, interval):
     """The poll lever's sampler named with an interval it would refuse inside verl (rlrecipes/verl/replay_poll.py,
     the same bound: rlrecipes.verl.specs.poll_seconds) is one line of error naming the key, exit 2."""
-    extra = [] if interval is None else [f"+trainer.v1.sampler.sampler_kwargs.poll_interval={interval}"]
+    extra = [f"+trainer.v1.sampler.sampler_kwargs.poll_interval={interval}"]
     code = main(["plan", CANARY, "--profile", "any-1gpu-hopper", *POLL_LEVER[:2], *extra])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err

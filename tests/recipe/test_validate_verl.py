@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlrecipes.errors import RecipeError
 from rlrecipes.cli import main
 from rlrecipes.recipe.load import list_recipes, load_recipe, resolve
 from rlrecipes.recipe.validate import validate_runs
@@ -333,14 +334,16 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     assert rollout["awake"]["free_cache_engine"] is False and rollout["shipped-warm"]["free_cache_engine"] is True
     assert rollout["agents2"]["agent"]["num_workers"] == 2 and rollout["shipped-warm"]["agent"]["num_workers"] == 8
     assert rollout["eager"]["enforce_eager"] is True
-    workers = {name: results[name].config["data"]["dataloader_num_workers"] for name in ("workers0", "shipped-warm")}
-    assert workers == {"workers0": 0, "shipped-warm": 8}
-    assert rollout["uni"]["engine_kwargs"]["vllm"] == {"distributed_executor_backend": "uni"}
-    assert rollout["shipped-warm"]["engine_kwargs"]["vllm"] == {}
-    sampler = results["poll"].config["trainer"]["v1"]["sampler"]
-    assert sampler["custom_sampler"] == {"path": "pkg://rlrecipes.verl.replay_poll", "name": "PollReplayBuffer"}
-    assert sampler["sampler_kwargs"] == {"poll_interval": 0.1}
-    assert results["shipped-warm"].config["trainer"]["v1"]["sampler"]["custom_sampler"]["path"] is None
+    # poll, uni and workers0 are shipped on the Hopper profile since the third lever sitting: the lever and the
+    # profile as shipped compose to the same setting, the one measured
+    for name in ("workers0", "uni", "poll", "shipped-warm"):
+        config = results[name].config
+        assert config["data"]["dataloader_num_workers"] == 0, name
+        assert config["actor_rollout_ref"]["rollout"]["engine_kwargs"]["vllm"] == {
+            "distributed_executor_backend": "uni"}, name
+        sampler = config["trainer"]["v1"]["sampler"]
+        assert sampler["custom_sampler"] == {"path": "pkg://rlrecipes.verl.replay_poll", "name": "PollReplayBuffer"}
+        assert sampler["sampler_kwargs"] == {"poll_interval": 0.1}, name
     lean = results["lean"].config
     assert lean["transfer_queue"]["backend"]["SimpleStorage"]["num_data_storage_units"] == 1
     assert lean["ray_kwargs"]["ray_init"]["include_dashboard"] is False
@@ -354,7 +357,7 @@ POLL = ["trainer.v1.sampler.custom_sampler.path=pkg://rlrecipes.verl.replay_poll
 
 @pytest.mark.parametrize("extra, expected", [
     (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0"], "sampler_kwargs.poll_interval=0: PollReplayBuffer needs"),
-    ([], "sampler_kwargs.poll_interval=None"),
+    (["+trainer.v1.sampler.sampler_kwargs.poll_interval=null"], "sampler_kwargs.poll_interval=None"),
     (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1", "trainer.v1.trainer_mode=colocate_async"],
      "trainer.v1.trainer_mode=colocate_async: PollReplayBuffer serves the sync trainer only"),
     (["+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1", "algorithm.filter_groups.enable=true"],
@@ -376,12 +379,16 @@ def test_a_custom_sampler_is_built_as_verl_091_builds_it_and_a_wrong_one_is_refu
 
 
 def test_the_poll_sampler_is_verls_replay_buffer_polling_at_its_interval(run_in_verl, models_dir):
-    """Built from the poll lever's composed config by verl 0.9.1's own PPOTrainer._build_replay_buffer, the sampler is
-    verl's sync ReplayBuffer, and between two TransferQueue polls it sleeps the configured 0.1 s, where verl's own
-    (the shipped config) sleeps 2.0 s -- the wait every generation on the Hopper stack is rounded up to."""
+    """Built from the Hopper profile's composed config (the poll lever, shipped there) by verl 0.9.1's own
+    PPOTrainer._build_replay_buffer, the sampler is a subclass of verl's sync ReplayBuffer, and between two
+    TransferQueue polls it sleeps the configured 0.1 s, where verl's own sampler (the profile's dropped) sleeps
+    2.0 s -- the wait every generation on verl's own sampler is rounded up to."""
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
     configs = {}
-    for name, extra in (("poll", [*POLL, "+trainer.v1.sampler.sampler_kwargs.poll_interval=0.1"]), ("shipped", [])):
+    # the Hopper profile as shipped polls every 0.1 s; verl's own sampler is the profile's dropped, as the DAPO
+    # error's hint says
+    for name, extra in (("shipped", []), ("verl's-own", [f"{key}=null" for key in ("trainer.v1.sampler.custom_sampler.path",
+                                                                          "trainer.v1.sampler.custom_sampler.name")])):
         [result] = validate_runs([resolve("canary-grpo-lora", overrides=extra, profile="any-1gpu-hopper", env=env)])
         assert result.ok, result.describe()
         configs[name] = result.config
@@ -404,5 +411,34 @@ for name, config in json.loads({json.dumps(json.dumps(configs))}).items():
 """
     done = run_in_verl("0.9.1", code)
     assert done.returncode == 0, done.stderr[-3000:]
-    # the shipped config's sampler is verl's ReplayBuffer itself; the lever's is a subclass of it
-    assert done.stdout.splitlines() == ["poll PollReplayBuffer ReplayBuffer 0.1", "shipped ReplayBuffer object 2.0"]
+    # the shipped config's sampler is the poll lever's, a subclass of verl's ReplayBuffer; verl's own is ReplayBuffer
+    assert done.stdout.splitlines() == ["shipped PollReplayBuffer ReplayBuffer 0.1", "verl's-own ReplayBuffer object 2.0"]
+
+
+def test_dapo_filtering_runs_on_verls_own_sampler_once_the_profiles_is_dropped(models_dir):
+    """DAPO's group filtering is refused beside the Hopper profiles' poll sampler (verl hands a custom sampler none);
+    with the sampler dropped as the refusal's hint says, the same run validates on verl 0.9.1."""
+    env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
+    dapo = ["algorithm.filter_groups.enable=true"]
+    own = ["trainer.v1.sampler.custom_sampler.path=null", "trainer.v1.sampler.custom_sampler.name=null"]
+    refused, accepted = validate_runs([resolve("canary-dapo", overrides=over, profile="any-1gpu-hopper", env=env)
+                                       for over in (dapo, dapo + own)])
+    assert not refused.ok and "custom_sampler.path=null trainer.v1.sampler.custom_sampler.name=null drops" in \
+        refused.describe()
+    assert accepted.ok, accepted.describe()
+
+
+def test_vllms_uni_executor_is_refused_beside_a_rollout_over_several_gpus():
+    """The Hopper profiles run vLLM's `uni` executor (one model worker in the engine process); a rollout tensor
+    parallel size above 1 beside it is refused naming the key and where it was set, before any GPU is touched;
+    `mp`, verl's own choice, lifts it."""
+    tp2 = ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"]
+    with pytest.raises(RecipeError) as refused:
+        resolve("qwen2.5-3b-gsm8k-grpo-lora", overrides=tp2, profile="h200-141gb", env={"WANDB_API_KEY": ""})
+    text = str(refused.value)
+    assert "h200-141gb.yaml: actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend" in text
+    assert "vLLM's 'uni' executor runs one model worker, and actor_rollout_ref.rollout.tensor_model_parallel_size " \
+           "is 2" in text
+    run = resolve("qwen2.5-3b-gsm8k-grpo-lora", profile="h200-141gb", env={"WANDB_API_KEY": ""},
+                  overrides=[*tp2, "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=mp"])
+    assert run.get("actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend") == "mp"

@@ -243,3 +243,23 @@ def test_the_third_sitting_is_quoted_from_its_records():
     killed = {lever: "is killed by signal: Killed" in console for lever, (_, _, console, _) in launches.items()}
     assert killed == {lever: lever != "workers0" for lever in THIRD_LEVERS}
 
+
+
+def test_the_hopper_profiles_ship_the_three_levers_as_they_were_measured():
+    """`poll`, `uni` and `workers0` are on every Hopper profile with the very overrides the sitting's script gave
+    its launches (`startup_levers.sh --print`), and on no other profile."""
+    import yaml
+
+    script = REPO / "benchmarks" / "gpu" / "startup_levers.sh"
+    printed = subprocess.run(["bash", str(script), "--print", "poll", "uni", "workers0"], capture_output=True,
+                             text=True, check=True).stdout
+    shipped = {override for line in printed.splitlines() for override in line.split()[1:]
+               if not override.startswith("trainer.") or override.startswith("trainer.v1.")}
+    assert len(shipped) == 5
+    for path in sorted((REPO / "recipes" / "profiles").glob("*.yaml")):
+        profile = yaml.safe_load(path.read_text())
+        verl = {f"{key}={value}" for key, value in (profile.get("verl") or {}).items()}
+        if profile["image"] == "hopper":
+            assert shipped <= verl, path.name
+        else:
+            assert not {o.split("=")[0] for o in shipped} & {o.split("=")[0] for o in verl}, path.name
