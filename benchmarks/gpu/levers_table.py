@@ -40,13 +40,15 @@ def outside_timers(step: dict[str, float]) -> float:
     return step["step"] - sum(v for k, v in step.items() if k != "step")
 
 
-def _span(values: list[float]) -> str:
-    return f"{min(values):.1f}-{max(values):.1f} s" if values else "-"
+def _span(values: list[float], digits: int = 1, unit: str = " s") -> str:
+    """min-max of `values` ("-" for none); the phase table gives hundredths of a second and no unit (a phase of the
+    canary's step is a fraction of one)."""
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}{unit}" if values else "-"
 
 
-def _seconds(values: list[float]) -> str:
-    """A range to the hundredth of a second (a phase of the canary's step is a fraction of one); "-" for none."""
-    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+def _later(last: int) -> str:
+    """The steps after the first, up to the last one logged, as the column headers name them."""
+    return f"steps 2-{last}" if last > 2 else "step 2"
 
 
 def row(folder: Path) -> tuple[str, int]:
@@ -75,10 +77,9 @@ def _in_order(sitting: Path) -> list[Path]:
 
 def table(sitting: Path) -> str:
     rows = [row(f) for f in _in_order(sitting)]
-    last = max((n for _, n in rows), default=0)
-    later = f"steps 2-{last}" if last > 2 else "step 2"
-    lines = ["| launch | ray | datasets | models | rollout | launch to \"ready to fit\" | step 1 | outside the timers in "
-             f"step 1 | {later} | generation in {later} |", "|---|" + "---|" * 9]
+    later = _later(max((n for _, n in rows), default=0))
+    lines = ["| launch | ray | datasets | models | rollout | launch to \"ready to fit\" | step 1 | "
+             f"outside the timers in step 1 | {later} | generation in {later} |", "|---|" + "---|" * 9]
     return "\n".join(lines + [r for r, _ in rows]) + "\n"
 
 
@@ -91,13 +92,12 @@ def phases_table(sitting: Path) -> str:
     """Each lever's phase timers over its steps after the first, as ranges of seconds."""
     folders = _in_order(sitting)
     steps = [timings(f) for f in folders]
-    last = max((max(s, default=0) for s in steps), default=0)
-    later = f"steps 2-{last}" if last > 2 else "step 2"
+    later = _later(max((max(s, default=0) for s in steps), default=0))
     lines = [f"| launch ({later}, seconds) | " + " | ".join(name for _, name in STEP_PHASES) + " |",
              "|---|" + "---|" * len(STEP_PHASES)]
     for folder, timed in zip(folders, steps):
         rows = [timed[n] for n in sorted(timed) if n > 1]
-        cells = [_seconds([r[key] for r in rows if key in r]) for key, _ in STEP_PHASES]
+        cells = [_span([r[key] for r in rows if key in r], digits=2, unit="") for key, _ in STEP_PHASES]
         lines.append(f"| `{folder.name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -254,7 +254,8 @@ def test_plan_says_which_replay_buffer_poll_a_hopper_run_waits_on(capsys):
     for args in ((), POLL_LEVER):
         poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", *args)
         assert poll == 0.1 and "polls every 0.1 s" in out
-        assert "the record was timed polling every 2 s, so this run's generations may each end up to 1.9 s sooner" in out
+        assert ("the record was timed polling every 2 s, so this run's generations may each end up to 1.9 s sooner"
+                in out)
     # verl's own sampler, the profile's dropped as the DAPO hint says: verl's 2 s
     poll, out = poll_text(CANARY, "--profile", "any-1gpu-hopper", *VERLS_OWN_SAMPLER)
     assert poll == 2.0 and "verl's replay buffer polls every 2 s" in out and "the record was timed" not in out

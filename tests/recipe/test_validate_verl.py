@@ -353,6 +353,8 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
 
 POLL = ["trainer.v1.sampler.custom_sampler.path=pkg://rlrecipes.verl.replay_poll",
         "trainer.v1.sampler.custom_sampler.name=PollReplayBuffer"]
+# the Hopper profiles' sampler dropped, as the DAPO refusal's hint says: verl's own ReplayBuffer
+VERLS_OWN_SAMPLER = ["trainer.v1.sampler.custom_sampler.path=null", "trainer.v1.sampler.custom_sampler.name=null"]
 
 
 @pytest.mark.parametrize("extra, expected", [
@@ -385,10 +387,8 @@ def test_the_poll_sampler_is_verls_replay_buffer_polling_at_its_interval(run_in_
     2.0 s -- the wait every generation on verl's own sampler is rounded up to."""
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
     configs = {}
-    # the Hopper profile as shipped polls every 0.1 s; verl's own sampler is the profile's dropped, as the DAPO
-    # error's hint says
-    for name, extra in (("shipped", []), ("verl's-own", [f"{key}=null" for key in ("trainer.v1.sampler.custom_sampler.path",
-                                                                          "trainer.v1.sampler.custom_sampler.name")])):
+    # the Hopper profile as shipped polls every 0.1 s
+    for name, extra in (("shipped", []), ("verl's-own", VERLS_OWN_SAMPLER)):
         [result] = validate_runs([resolve("canary-grpo-lora", overrides=extra, profile="any-1gpu-hopper", env=env)])
         assert result.ok, result.describe()
         configs[name] = result.config
@@ -412,7 +412,8 @@ for name, config in json.loads({json.dumps(json.dumps(configs))}).items():
     done = run_in_verl("0.9.1", code)
     assert done.returncode == 0, done.stderr[-3000:]
     # the shipped config's sampler is the poll lever's, a subclass of verl's ReplayBuffer; verl's own is ReplayBuffer
-    assert done.stdout.splitlines() == ["shipped PollReplayBuffer ReplayBuffer 0.1", "verl's-own ReplayBuffer object 2.0"]
+    assert done.stdout.splitlines() == ["shipped PollReplayBuffer ReplayBuffer 0.1",
+                                        "verl's-own ReplayBuffer object 2.0"]
 
 
 def test_dapo_filtering_runs_on_verls_own_sampler_once_the_profiles_is_dropped(models_dir):
@@ -420,9 +421,8 @@ def test_dapo_filtering_runs_on_verls_own_sampler_once_the_profiles_is_dropped(m
     with the sampler dropped as the refusal's hint says, the same run validates on verl 0.9.1."""
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
     dapo = ["algorithm.filter_groups.enable=true"]
-    own = ["trainer.v1.sampler.custom_sampler.path=null", "trainer.v1.sampler.custom_sampler.name=null"]
     refused, accepted = validate_runs([resolve("canary-dapo", overrides=over, profile="any-1gpu-hopper", env=env)
-                                       for over in (dapo, dapo + own)])
+                                       for over in (dapo, dapo + VERLS_OWN_SAMPLER)])
     assert not refused.ok and "custom_sampler.path=null trainer.v1.sampler.custom_sampler.name=null drops" in \
         refused.describe()
     assert accepted.ok, accepted.describe()
