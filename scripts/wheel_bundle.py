@@ -27,6 +27,13 @@ Install (on the host, any Python >= 3.8 with pip; stdlib only):
   verifies each part's sha256 (a missing or damaged part is named), reassembles and unpacks the wheels,
   verifies each wheel's sha256, then `pip install --no-index --no-deps --no-compile --target`.
   `check bundle/` only verifies the parts that are present (useful while parts arrive one at a time).
+
+Resplit (when a transfer allows less per part than the bundle was packed with):
+
+    python3 scripts/wheel_bundle.py resplit bundle/ --out bundle-40/ --part-mib 40
+
+  verifies the parts, cuts the same byte stream into parts of at most `--part-mib` MiB and writes them with a
+  manifest of the same wheels (each part written under a temporary name, then renamed; the manifest last).
 """
 from __future__ import annotations
 
@@ -362,6 +369,37 @@ def check(args) -> int:
     return 0 if not missing else 3
 
 
+def resplit(args) -> int:
+    manifest = load_manifest(args.bundle)
+    verify_parts(args.bundle, manifest)
+    out = args.out
+    if out.resolve() == args.bundle.resolve():
+        raise BundleError(f"{out}: resplit writes to another folder than the bundle it reads")
+    out.mkdir(parents=True, exist_ok=True)
+    for old in [*out.glob(PART_GLOB), out / MANIFEST]:
+        old.unlink(missing_ok=True)
+    part_bytes = int(args.part_mib * (1 << 20))
+    parts: list[dict] = []
+    with io.BufferedReader(_Concat(args.bundle / p["name"] for p in manifest["parts"]), 1 << 20) as stream:
+        while True:
+            chunk_left, path = part_bytes, out / f"wheels.tar.part-{len(parts):03d}"
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as fh:
+                while chunk_left and (data := stream.read(min(chunk_left, 1 << 20))):
+                    fh.write(data)
+                    chunk_left -= len(data)
+            if chunk_left == part_bytes:
+                tmp.unlink()
+                break
+            tmp.rename(path)
+            parts.append({"name": path.name, "size": path.stat().st_size, "sha256": sha256(path)})
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps({**manifest, "parts": parts}, indent=1) + "\n")
+    tmp.rename(out / MANIFEST)
+    print(f"{len(parts)} part(s) of <= {args.part_mib:g} MiB: {out}")
+    return 0
+
+
 def install(args) -> int:
     wheel_dir = args.wheels or Path(tempfile.mkdtemp(prefix="wheel-bundle-"))
     try:
@@ -397,6 +435,11 @@ def main(argv=None) -> int:
     c = sub.add_parser("check", help="verify the parts present so far against the manifest")
     c.add_argument("bundle", type=Path)
     c.set_defaults(func=check)
+    r = sub.add_parser("resplit", help="verify, then cut the same bundle into smaller parts in another folder")
+    r.add_argument("bundle", type=Path)
+    r.add_argument("--out", type=Path, required=True, help="folder for the new parts and manifest.json")
+    r.add_argument("--part-mib", type=float, required=True, help="largest part, MiB")
+    r.set_defaults(func=resplit)
     i = sub.add_parser("install", help="verify, reassemble, unpack and pip install --no-deps --target")
     i.add_argument("bundle", type=Path)
     i.add_argument("--target", type=Path, help="pip install --target (omit to only unpack and verify)")

@@ -179,3 +179,28 @@ def test_install_reassembles_verifies_and_pip_installs(tmp_path, wheels):
         capture_output=True, text=True, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["alpha", "200000", "True"]
+
+
+def test_resplit_cuts_the_same_stream_into_smaller_parts_that_install(tmp_path, wheels, capsys):
+    _, out = pack(tmp_path, wheels)
+    small = tmp_path / "small"
+    assert wb.main(["resplit", str(out), "--out", str(small), "--part-mib", str(7 / 1024)]) == 0
+    old = json.loads((out / "manifest.json").read_text())
+    new = json.loads((small / "manifest.json").read_text())
+    assert new["wheels"] == old["wheels"]
+    assert len(new["parts"]) > len(old["parts"])
+    assert all(p["size"] <= 7 * 1024 for p in new["parts"])
+    joined = b"".join((small / p["name"]).read_bytes() for p in new["parts"])
+    assert joined == b"".join((out / p["name"]).read_bytes() for p in old["parts"])
+    assert not list(small.glob("*.tmp"))
+    kept = tmp_path / "kept"
+    assert wb.main(["install", str(small), "--wheels", str(kept)]) == 0
+    assert sorted(p.name.split("-")[0] for p in kept.glob("*.whl")) == ["alpha", "bigtext", "ray"]
+    # a damaged source part is refused before anything is written; the folder it reads is not its output
+    part = out / old["parts"][0]["name"]
+    part.write_bytes(part.read_bytes()[:-1])
+    assert wb.main(["resplit", str(out), "--out", str(tmp_path / "other"), "--part-mib", "1"]) == 2
+    assert "size or sha256 differs" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+    assert wb.main(["resplit", str(small), "--out", str(small), "--part-mib", "1"]) == 2
+    assert "another folder" in capsys.readouterr().err
