@@ -36,6 +36,11 @@
 #   vllm-cache-1   VLLM_DISABLE_COMPILE_CACHE=0 (verl sets 1 unless the launch's environment sets it): vLLM
 #                  compiles and writes its cache under CACHE_DIR/vllm
 #   vllm-cache-2   the same again: vLLM reads that cache (against shipped-warm: what the cache saves)
+#   timeline       as shipped, with verl's own ray_kwargs.timeline_json_file: at the end of the run the driver
+#                  writes Ray's timeline (every task and actor call, where and how long it ran) -- a profile of
+#                  the step's worker calls, not a lever: what of the driver's old log-probs, reference and update
+#                  seconds the workers spend running, and what is left for dispatch and transfer
+#                  (benchmarks/gpu/ray_timeline.py reads it)
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
@@ -66,6 +71,7 @@ set_lever() {
     agents2) extra=(actor_rollout_ref.rollout.agent.num_workers=2) ;;
     workers0) extra=(data.dataloader_num_workers=0) ;;
     uni) extra=(+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni) ;;
+    timeline) extra=(ray_kwargs.timeline_json_file=/root/w/out/levers/timeline/ray-timeline.json) ;;
     *) return 2 ;;
   esac
 }
@@ -87,7 +93,7 @@ record_env > "$O/env.txt" 2>&1
 # start-up timings; at INFO the console logs them (model load, torch.compile, memory profiling, CUDA-graph capture,
 # engine init), splitting the rollout phase. Logging only: every lever gets it, shipped-cold included.
 export VLLM_LOGGING_LEVEL=INFO
-read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm eager vllm-cache-1 vllm-cache-2 awake lean agents2 poll uni workers0}"
+read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm eager vllm-cache-1 vllm-cache-2 timeline awake lean agents2 poll uni workers0}"
 
 stamp "assets"
 python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/assets.log" 2>&1
@@ -96,10 +102,12 @@ stamp "assets: exit $?"
 for lever in "${levers[@]}"; do
   set_lever "$lever" || { stamp "$lever: unknown lever, skipped"; continue; }
   stamp "$lever: make train ${SHORT[*]} ${extra[*]-} ${lever_env[*]-}"
+  mkdir -p "$O/levers/$lever"
   env ${lever_env[@]+"${lever_env[@]}"} CKPT_DIR="$W/ckpt-$lever" LOG_DIR="$W/logs-$lever" \
     make train RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="${SHORT[*]} ${extra[*]-}" > "$O/$lever.log" 2>&1
   code=$?
   mkdir -p "$O/levers/$lever"
+  gzip -f "$O/levers/$lever"/ray-timeline.json 2>/dev/null
   cp "$W/logs-$lever/$RECIPE"/console-*.log "$W/logs-$lever/$RECIPE"/metrics-*.jsonl "$O/levers/$lever/" 2>/dev/null
   stamp "$lever: exit $code; $(grep -ac 'step:[0-9]' "$O/levers/$lever"/console-*.log 2>/dev/null || echo 0) step line(s)"
   sleep 10  # the GPU memory the launch frees, as the next one finds it

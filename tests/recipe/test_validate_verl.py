@@ -334,6 +334,8 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     assert rollout["awake"]["free_cache_engine"] is False and rollout["shipped-warm"]["free_cache_engine"] is True
     assert rollout["agents2"]["agent"]["num_workers"] == 2 and rollout["shipped-warm"]["agent"]["num_workers"] == 8
     assert rollout["eager"]["enforce_eager"] is True
+    assert results["timeline"].config["ray_kwargs"]["timeline_json_file"].endswith("/timeline/ray-timeline.json")
+    assert results["shipped-warm"].config["ray_kwargs"]["timeline_json_file"] is None
     # poll, uni and workers0 are shipped on the Hopper profile since the third lever sitting: the lever and the
     # profile as shipped compose to the same setting, the one measured
     for name in ("workers0", "uni", "poll", "shipped-warm"):
