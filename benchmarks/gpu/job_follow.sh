@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Follow the detached job (smoke_hopper_stack.sh or flagship_3b_hopper.sh) for at most $1 seconds (default 540); then pack its
-# results into RESULTS (default /tmp/results): one tarball of logs and JSON (no weights, no data) and the
-# timeline beside it. Usage: bash benchmarks/gpu/job_follow.sh 540
+# Follow the detached job (smoke_hopper_stack.sh, startup_levers.sh, recovery_faults.sh, ...) for at most $1
+# seconds (default 540); then pack its results into RESULTS (default /tmp/results): one tarball of logs and JSON
+# (no weights, no data) and the timeline beside it. Usage: bash benchmarks/gpu/job_follow.sh 540
 set -uo pipefail
 RESULTS="${RESULTS:-/tmp/results}"; mkdir -p "$RESULTS"
 LIMIT="${1:-540}"; T0=$(date +%s)
@@ -11,7 +11,9 @@ LIMIT="${1:-540}"; T0=$(date +%s)
 while [ ! -f /root/w/out/DONE ] && [ $(( $(date +%s) - T0 )) -lt "$LIMIT" ]; do sleep 10; done
 cat /root/w/out/timeline.txt 2>/dev/null
 cp /root/w/out/timeline.txt "$RESULTS/" 2>/dev/null
-logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs seeds/logs; do [ -d "/root/w/$d" ] && logs+=("$d"); done
+# the lever launches' log folders too: a launch the job has not finished has its console log only there
+logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs seeds/logs \
+  $(cd /root/w 2>/dev/null && ls -d levers/logs-* 2>/dev/null); do [ -d "/root/w/$d" ] && logs+=("$d"); done
 tar -czf "$RESULTS/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' out "${logs[@]}" 2>/dev/null
 [ -f /root/w/out/DONE ] && echo "job finished" || echo "job still running after ${LIMIT}s"

@@ -5,9 +5,17 @@ where it ran -- the whole call, and its three parts as Ray records them (argumen
 executed, its outputs stored).
 
     python3 benchmarks/gpu/ray_timeline.py TIMELINE.json[.gz] [--top N] [--json]
+    python3 benchmarks/gpu/ray_timeline.py TIMELINE.json[.gz] --startup
+    python3 benchmarks/gpu/ray_timeline.py TIMELINE.json[.gz] --steps METRICS.jsonl
 
-Beside a run's metrics log it splits a phase verl times on its driver (`timing_s/old_log_prob`, say) into the
-seconds its worker call ran and the rest (dispatch, transfer, waiting): docs/bench/gpu-overhead.md.
+`--startup`: the first call of each name, in order, from the start of verl's TaskRunner `run` -- what the
+launch does before step 1, actor by actor (the gaps between calls are Ray starting the next actors' processes).
+`--steps`: per training step, what verl times on its driver (`timing_s/old_log_prob`, `ref`, `update_actor`,
+`update_weights`, `gen`; read with the project's metrics reader) beside what its worker call ran (the method's
+execution), and the step's 512-or-so rollout requests as vLLM's server ran them: from the first request's start
+to the last one's end, and how long the requests took to arrive. The calls are assigned to steps in order: the
+k-th `update_actor` ends step k, and the log-prob calls before it are old log-probs, then the reference's
+(docs/bench/gpu-overhead.md).
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
 PARTS = ("task:deserialize_arguments", "task:execute", "task:store_outputs")
 
 
@@ -71,14 +80,74 @@ def summary(grouped: dict[str, list[dict]]) -> list[dict]:
     return sorted(rows, key=lambda r: -r["sum_s"])
 
 
+def startup(grouped: dict[str, list[dict]]) -> list[dict]:
+    """The first call of each name, from the start of the TaskRunner's `run`, in order."""
+    runs = grouped.get("TaskRunnerV1.run") or grouped.get("TaskRunner.run")
+    if not runs:
+        raise ValueError("no TaskRunner run in the timeline (not a verl launch?)")
+    t0 = runs[0]["ts"]
+    rows = []
+    for name, items in grouped.items():
+        first = min(items, key=lambda c: c["ts"])
+        if first["ts"] >= t0 and not name.startswith("TaskRunner"):
+            rows.append({"at_s": first["ts"] - t0, "name": name, "first_s": first["total"],
+                         "waited_for_arguments_s": first.get("deserialize_arguments", 0.0), "calls": len(items)})
+    return sorted(rows, key=lambda r: r["at_s"])
+
+
+def _by_step(grouped: dict[str, list[dict]]) -> list[dict]:
+    """The worker calls of each training step: (old log-prob, reference, update, weight sync) executions."""
+    updates = sorted(grouped.get("WorkerDict.actor_rollout_update_actor", []), key=lambda c: c["ts"])
+    log_probs = sorted(grouped.get("WorkerDict.actor_rollout_compute_log_prob", []), key=lambda c: c["ts"])
+    syncs = sorted(grouped.get("WorkerDict.actor_rollout_update_weights", []), key=lambda c: c["ts"])
+    requests = sorted(grouped.get("vLLMHttpServer.generate", []), key=lambda c: c["ts"])
+    steps, before = [], float("-inf")
+    for update in updates:
+        inside = [c for c in log_probs if before < c["ts"] < update["ts"]]
+        if len(inside) != 2:
+            raise ValueError(f"{len(inside)} log-prob call(s) before the update at {update['ts']:.1f} s, not 2 "
+                             "(old log-probs and the reference's in the actor, as with LoRA)")
+        sync = next((c for c in syncs if c["ts"] > update["ts"]), None)
+        wave = [c for c in requests if before < c["ts"] < inside[0]["ts"]]
+        steps.append({"old_log_prob": inside[0].get("execute"), "ref": inside[1].get("execute"),
+                      "update_actor": update.get("execute"), "update_weights": sync and sync.get("execute"),
+                      "requests": len(wave),
+                      "wave_s": (max(c["ts"] + c["total"] for c in wave) - wave[0]["ts"]) if wave else None,
+                      "arrival_s": (wave[-1]["ts"] - wave[0]["ts"]) if wave else None})
+        before = update["ts"] + update["total"]
+    return steps
+
+
+def steps_table(grouped: dict[str, list[dict]], metrics: Path) -> list[dict]:
+    sys.path.insert(0, str(REPO))
+    from rlrecipes.verl.run_metrics import read_jsonl
+
+    logged = read_jsonl(metrics).steps
+    rows = []
+    for number, worker in enumerate(_by_step(grouped), 1):
+        driver = {k.removeprefix("timing_s/"): v for k, v in logged.get(number, {}).items()
+                  if k.startswith("timing_s/")}
+        rows.append({"step": number, "driver": driver, "worker": worker})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     ap.add_argument("timeline", type=Path)
     ap.add_argument("--top", type=int, default=25, help="rows to print (by total seconds)")
     ap.add_argument("--json", action="store_true", help="every row as JSON")
+    view = ap.add_mutually_exclusive_group()
+    view.add_argument("--startup", action="store_true", help="the first call of each name, in order")
+    view.add_argument("--steps", type=Path, metavar="METRICS", help="driver phases beside worker calls, by step")
     args = ap.parse_args(argv)
     try:
-        rows = summary(calls(load(args.timeline)))
+        grouped = calls(load(args.timeline))
+        if args.startup:
+            rows = startup(grouped)
+        elif args.steps:
+            rows = steps_table(grouped, args.steps)
+        else:
+            rows = summary(grouped)
     except (OSError, ValueError) as exc:
         print(f"ray_timeline.py: {exc}", file=sys.stderr)
         return 2
@@ -86,8 +155,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=1))
         return 0
 
-    def fmt(value: float | None) -> str:
-        return "-" if value is None else f"{value:.3f}"
+    def fmt(value: float | None, digits: int = 3) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    if args.startup:
+        print("| from run's start, s | called | its first call, s | of which waiting for its arguments | calls |")
+        print("| ---: | --- | ---: | ---: | ---: |")
+        for r in rows:
+            print(f"| {r['at_s']:.1f} | `{r['name']}` | {r['first_s']:.2f} | {r['waited_for_arguments_s']:.2f} | "
+                  f"{r['calls']} |")
+        return 0
+    if args.steps:
+        print("| step | old log-probs: driver / worker | reference | update | weight sync | generation: driver | "
+              "the requests in vLLM, first start to last end | their arrival |")
+        print("| ---: | --- | --- | --- | --- | ---: | ---: | ---: |")
+        for r in rows:
+            d, w = r["driver"], r["worker"]
+            pair = [f"{fmt(d.get(k), 2)} / {fmt(w[k], 2)}" for k in ("old_log_prob", "ref", "update_actor",
+                                                                       "update_weights")]
+            print(f"| {r['step']} | {' | '.join(pair)} | {fmt(d.get('gen'), 2)} | {fmt(w['wave_s'], 2)} "
+                  f"({w['requests']}) | {fmt(w['arrival_s'], 2)} |")
+        return 0
 
     print("| called | calls | workers | total s | median s | max s | deserialize | execute | store |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -194,7 +194,8 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
                              check=True).stdout
     assert _between(text, "generation-faster-table") == printed
     assert [line.split(" | ")[0] for line in printed.splitlines()[2:]] == [
-        "| `startup-levers-h100-3/levers/poll/metrics-20261205T235037Z.jsonl`"]
+        "| `startup-levers-h100-3/levers/poll/metrics-20261205T235037Z.jsonl`",
+        "| `startup-levers-h100-4/levers/timeline/metrics-20261206T032923Z.jsonl`"]
 
 
 def _third(lever: str):
@@ -264,3 +265,91 @@ def test_the_hopper_profiles_ship_the_three_levers_as_they_were_measured():
             assert shipped <= verl, path.name
         else:
             assert not {o.split("=")[0] for o in shipped} & {o.split("=")[0] for o in verl}, path.name
+
+
+# ------------------------------------------------------------------------------------ the fourth sitting (timeline)
+FOURTH = RECORDS / "startup-levers-h100-4"
+TIMELINE = FOURTH / "levers" / "timeline"
+
+
+def _ray_timeline():
+    return script_module("benchmarks/gpu/ray_timeline.py")
+
+
+def _printed(*args: str) -> str:
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu" / "ray_timeline.py"), *map(str, args)],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_the_fourth_sittings_tables_are_what_the_scripts_print():
+    text = OVERHEAD.read_text()
+    trace, metrics = TIMELINE / "ray-timeline.json.gz", next(TIMELINE.glob("metrics-*.jsonl"))
+    assert _between(text, "levers-table startup-levers-h100-4") == _levers_table().table(FOURTH)
+    assert _between(text, "levers-phases startup-levers-h100-4") == _levers_table().phases_table(FOURTH)
+    assert _between(text, "ray-timeline-steps startup-levers-h100-4") == _printed(trace, "--steps", metrics)
+    assert _between(text, "ray-timeline-startup startup-levers-h100-4") == _printed(trace, "--startup")
+    assert _printed(trace, "--top", "12") in text
+
+
+def test_the_fourth_sitting_is_quoted_from_its_records():
+    """The shares of each phase that its worker call ran, the driver's remainder, the request waves and the
+    start-up gaps that "The fourth sitting" quotes, computed from the timeline and metrics; eager's engine init from
+    its `make train` output."""
+    module = _ray_timeline()
+    grouped = module.calls(module.load(TIMELINE / "ray-timeline.json.gz"))
+    rows = module.steps_table(grouped, next(TIMELINE.glob("metrics-*.jsonl")))
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    text = flat(OVERHEAD)
+
+    def shares(key):
+        share = [r["worker"][key] / r["driver"][key] * 100 for r in rows]
+        rest = [r["driver"][key] - r["worker"][key] for r in rows]
+        return f"{min(share):.0f}-{max(share):.0f} %", f"{min(rest):.2f}-{max(rest):.2f} s"
+
+    update, old, ref, sync = (shares(k) for k in ("update_actor", "old_log_prob", "ref", "update_weights"))
+    worker = [r["worker"][k] for r in rows for k in ("old_log_prob", "ref", "update_actor")]
+    calls = [sum(r["worker"][k] for k in ("old_log_prob", "ref", "update_actor", "update_weights")) for r in rows]
+    waves, arrivals = [r["worker"]["wave_s"] for r in rows], [r["worker"]["arrival_s"] for r in rows]
+    gen = [r["driver"]["gen"] for r in rows]
+    for quoted in (f"The update's method ran {update[0]} of the update phase (the driver's side: "
+                   f"{update[1].removesuffix(' s')} s)",
+                   f"old log-probs' {old[0]} ({old[1]}), the reference's {ref[0]} ({ref[1]}), the weight sync's "
+                   f"{sync[0].replace(' %', '')} %",
+                   f"in those {min(worker):.2f}-{max(worker):.2f} s for a 3.9M-parameter",
+                   f"worker calls {calls[0]:.2f} s in step 1, {calls[-1]:.2f} s in step 6",
+                   f"over {min(arrivals):.2f}-{max(arrivals):.2f} s a step, and the last ended "
+                   f"{min(waves):.2f}-{max(waves):.2f} s after the first began; the driver's generation timer read "
+                   f"{min(gen):.2f}-{max(gen):.2f} s",
+                   f"{len(grouped['vLLMHttpServer.generate'])} calls for 6 steps"):
+        assert quoted in text, quoted
+    assert {r["worker"]["requests"] for r in rows} == {512}
+    summary = flat(REPO / "docs" / "benchmarks.md")  # its row quotes the same figures
+    for quoted in (f"ran {update[0]} of the update phase, {old[0]} of old log-probs, {ref[0]} of the reference "
+                   f"({min(worker):.2f}-{max(worker):.2f} s each",
+                   f"reach vLLM over {min(arrivals):.2f}-{max(arrivals):.2f} s"):
+        assert quoted in summary, quoted
+    # the start-up: vLLM's server and the actor groups' gaps, as quoted
+    first = {r["name"]: r for r in module.startup(grouped)}
+    server = first["vLLMHttpServer.launch_server"]
+    assert f"**vLLM's server: {server['first_s']:.0f} s** (`launch_server`, {server['at_s']:.1f} -> " \
+           f"{server['at_s'] + server['first_s']:.1f} s)" in text
+    gaps = [("TransferQueueController.get_zmq_server_info", "TransferQueueStorageUnit#0:SimpleStorageUnit.__init__"),
+            ("get_master_addr_port", "Oc73URWorkerDict_0:0:WorkerDict.__init__"),
+            ("WorkerDict.__ray_call__", "reward_loop_worker_2:RewardLoopWorker.__init__"),
+            ("reward_loop_worker_6:RewardLoopWorker.__init__", "vllm_server_0_0:vLLMHttpServer.__init__")]
+    for before, after in gaps:
+        a, b = first[before]["at_s"], first[after]["at_s"]
+        assert f"{b - a:.0f} s ({a:.1f} -> {b:.1f})" in text, (before, after)
+    assert f"waited {first['GlobalRequestLoadBalancer.__init__']['waited_for_arguments_s']:.1f} s more" in text
+    assert f"`actor_rollout_init_model` {first['WorkerDict.actor_rollout_init_model']['first_s']:.1f} s" in text
+    # eager: the engine's init, from its make output, against the timeline launch's console
+    eager = (FOURTH / "eager.log").read_text(errors="replace")
+    cold = next(TIMELINE.glob("console-*.log")).read_text(errors="replace")
+    assert "init engine (profile, create kv cache, warmup model) took 2.28 s" in eager
+    assert "init engine (profile, create kv cache, warmup model) took 38.94 s (compilation: 14.73 s)" in cold
+    assert "enforce_eager': True" in eager and "step:1 " not in eager
+    startup = read_startup(FOURTH / "eager.log")
+    assert not startup.from_launch and startup.start == "ray"  # no launch stamp in its name: timed from Ray on
+    phases = {p.key: p.seconds for p in startup.phases}
+    assert f"its rollout phase {phases['rollout']:.1f} s from Ray (datasets {phases['datasets']:.1f}, models " \
+           f"{phases['models']:.1f}" in text
