@@ -41,6 +41,10 @@
 #                  the step's worker calls, not a lever: what of the driver's old log-probs, reference and update
 #                  seconds the workers spend running, and what is left for dispatch and transfer
 #                  (benchmarks/gpu/ray_timeline.py reads it)
+#   profile        as shipped, with verl's own torch profiler on the actor worker for step 4 (global_profiler.tool=
+#                  torch, CPU and CUDA activity): one chrome trace of that step's worker calls, the level below
+#                  `timeline` -- how much of a call is GPU work, which operators fill the rest
+#                  (benchmarks/gpu/torch_trace.py reads it). Not a lever either
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
@@ -72,14 +76,23 @@ set_lever() {
     workers0) extra=(data.dataloader_num_workers=0) ;;
     uni) extra=(+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni) ;;
     timeline) extra=(ray_kwargs.timeline_json_file=/root/w/out/levers/timeline/ray-timeline.json) ;;
+    profile) extra=(global_profiler.tool=torch 'global_profiler.steps=[4]'
+                    global_profiler.save_path=/root/w/out/levers/profile/trace
+                    actor_rollout_ref.actor.profiler.enable=True actor_rollout_ref.actor.profiler.all_ranks=True
+                    'actor_rollout_ref.actor.profiler.tool_config.torch.contents=[cpu,cuda]') ;;
     *) return 2 ;;
   esac
 }
-# --print LEVER...: each lever's whole ARGS of `make train` on one line (tests validate them against verl 0.9.1's
-# schema on a CPU host, so a misspelled key costs no GPU time); nothing else runs
+# LEVERS's default: every lever, those not measured yet first
+DEFAULT_LEVERS="shipped-cold shipped-warm profile eager vllm-cache-1 vllm-cache-2 timeline awake lean agents2 poll"
+DEFAULT_LEVERS+=" uni workers0"
+# --print [LEVER...]: each lever's whole ARGS of `make train` on one line, every lever of the default order without
+# names (tests validate them against verl 0.9.1's schema on a CPU host, so a misspelled key costs no GPU time);
+# nothing else runs
 if [ "${1:-}" = --print ]; then
   shift
-  for name in "$@"; do
+  [ $# -gt 0 ] || read -ra names <<< "$DEFAULT_LEVERS"
+  for name in "${@:-${names[@]}}"; do
     set_lever "$name" || { echo "$name: unknown lever" >&2; exit 2; }
     echo "$name ${SHORT[*]}${extra[*]+ ${extra[*]}}"
   done
@@ -93,7 +106,7 @@ record_env > "$O/env.txt" 2>&1
 # start-up timings; at INFO the console logs them (model load, torch.compile, memory profiling, CUDA-graph capture,
 # engine init), splitting the rollout phase. Logging only: every lever gets it, shipped-cold included.
 export VLLM_LOGGING_LEVEL=INFO
-read -ra levers <<< "${LEVERS:-shipped-cold shipped-warm eager vllm-cache-1 vllm-cache-2 timeline awake lean agents2 poll uni workers0}"
+read -ra levers <<< "${LEVERS:-$DEFAULT_LEVERS}"
 
 stamp "assets"
 python3 -m rlrecipes stage --recipe "$RECIPE" --profile "$PROFILE" assets > "$O/assets.log" 2>&1

@@ -314,15 +314,16 @@ def test_algorithm_canaries_compose_their_keys_in_verl(models_dir):
 def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir):
     """benchmarks/gpu/startup_levers.sh's levers are `make train` ARGS on the canary's Hopper profile: each, as the
     script prints it, composes and passes verl 0.9.1's own checks here, so a misspelled key costs no GPU time."""
-    import re
     import subprocess
 
     script = REPO / "benchmarks" / "gpu" / "startup_levers.sh"
-    default = re.search(r'LEVERS:-([^}"]+)', script.read_text()).group(1).split()
-    assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2", "workers0", "uni"} <= set(default)
-    printed = subprocess.run(["bash", str(script), "--print", *default], capture_output=True, text=True, check=True)
-    levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())
-    assert list(levers) == default
+    printed = subprocess.run(["bash", str(script), "--print"], capture_output=True, text=True, check=True)
+    levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())  # every lever, in the default order
+    default = list(levers)
+    assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2", "workers0", "uni", "timeline",
+            "profile"} <= set(default)
+    named = subprocess.run(["bash", str(script), "--print", "uni", "eager"], capture_output=True, text=True, check=True)
+    assert named.stdout.splitlines() == [f"uni {levers['uni']}", f"eager {levers['eager']}"]
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
     runs = [resolve("canary-grpo-lora", overrides=levers[name].split(), profile="any-1gpu-hopper", env=env)
             for name in default]
@@ -336,6 +337,13 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     assert rollout["eager"]["enforce_eager"] is True
     assert results["timeline"].config["ray_kwargs"]["timeline_json_file"].endswith("/timeline/ray-timeline.json")
     assert results["shipped-warm"].config["ray_kwargs"]["timeline_json_file"] is None
+    profiled = results["profile"].config
+    assert profiled["global_profiler"]["tool"] == "torch" and profiled["global_profiler"]["steps"] == [4]
+    actor_profiler = profiled["actor_rollout_ref"]["actor"]["profiler"]
+    assert actor_profiler["enable"] is True and actor_profiler["tool_config"]["torch"]["contents"] == ["cpu", "cuda"]
+    # the actor's tool and folder follow the global ones, as verl's actor.yaml interpolates them
+    assert actor_profiler["tool"] == "${oc.select:global_profiler.tool,null}"
+    assert profiled["global_profiler"]["save_path"] == "/root/w/out/levers/profile/trace"
     # poll, uni and workers0 are shipped on the Hopper profile since the third lever sitting: the lever and the
     # profile as shipped compose to the same setting, the one measured
     for name in ("workers0", "uni", "poll", "shipped-warm"):

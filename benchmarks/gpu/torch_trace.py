@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Read a torch profiler chrome trace as verl writes it (`global_profiler.tool=torch`: one `*.json.gz` a profiled
+role and step under `global_profiler.save_path`): for each stage verl marks with `record_function` (its
+`user_annotation` events: `actor_compute_log_prob`, `actor_update`, ...), the stage's wall time, the GPU kernel
+time inside it, and the operators that fill it -- the outermost `cpu_op`s on the stage's thread, by name, with how
+often and how long they ran; what is left of the wall time is Python between operators (or waiting outside torch).
+
+    python3 benchmarks/gpu/torch_trace.py TRACE.json.gz [--top N] [--json]
+
+The question it answers for docs/bench/gpu-overhead.md: of a worker call's seconds (Ray's timeline gives those),
+how much is GPU work and what runs on the CPU around it.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def load(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        data = json.load(fh)
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise ValueError(f"{path}: not a chrome trace from torch's profiler (no traceEvents list)")
+    return [e for e in events if e.get("ph") == "X" and "dur" in e]
+
+
+def _inside(event: dict, start: float, end: float) -> bool:
+    return start <= event["ts"] and event["ts"] + event["dur"] <= end + 1
+
+
+def stages(events: list[dict], top: int = 10) -> list[dict]:
+    """One row a `user_annotation` (verl's stage marker): wall, kernel time inside, the outermost CPU ops."""
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    rows = []
+    for mark in marks:
+        start, end = mark["ts"], mark["ts"] + mark["dur"]
+        mine = [o for o in ops if o.get("tid") == mark.get("tid") and o.get("pid") == mark.get("pid")
+                and _inside(o, start, end)]
+        outer, reach = [], float("-inf")
+        for op in mine:  # sorted by start, longest first: an op that starts before the last outer one ends is inside
+            if op["ts"] >= reach:
+                outer.append(op)
+                reach = op["ts"] + op["dur"]
+        by_name: dict[str, list[float]] = defaultdict(list)
+        for op in outer:
+            by_name[op["name"]].append(op["dur"] / 1e6)
+        gpu = sum(k["dur"] for k in kernels if _inside(k, start, end)) / 1e6
+        named = sorted(by_name.items(), key=lambda item: -sum(item[1]))
+        cpu = sum(sum(v) for v in by_name.values())
+        rows.append({"stage": mark["name"], "wall_s": mark["dur"] / 1e6, "gpu_s": gpu, "cpu_ops_s": cpu,
+                     "outside_ops_s": mark["dur"] / 1e6 - cpu,
+                     "top": [{"op": name, "calls": len(v), "total_s": sum(v)} for name, v in named[:top]]})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    ap.add_argument("trace", type=Path)
+    ap.add_argument("--top", type=int, default=10, help="operators listed a stage (by total seconds)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        rows = stages(load(args.trace), args.top)
+    except (OSError, ValueError) as exc:
+        print(f"torch_trace.py: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        print(f"torch_trace.py: {args.trace}: no stage marker (user_annotation) in the trace", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for r in rows:
+        print(f"{r['stage']}: {r['wall_s']:.3f} s wall, GPU kernels {r['gpu_s']:.3f} s, "
+              f"outermost CPU operators {r['cpu_ops_s']:.3f} s, outside any operator {r['outside_ops_s']:.3f} s")
+        for op in r["top"]:
+            print(f"  {op['total_s']:8.4f} s  {op['calls']:6d} x  {op['op']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""benchmarks/gpu/torch_trace.py on a trace torch's profiler wrote as verl's torch profiler writes one
+(`verl/utils/profiler/torch_profile.py`: `record_function` stage markers, `export_chrome_trace` to `*.json.gz`), in
+the verl 0.9.1 environment: the stage is found by its marker, its outermost operators are counted once (aten::mm
+inside aten::matmul is not counted again), and Python time between operators is what is left of the wall."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+from support.scripts import script_module
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "gpu" / "torch_trace.py"
+
+TRACE = textwrap.dedent("""
+    import sys, time, torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    x = torch.randn(128, 128)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with record_function("actor_compute_log_prob"):
+            for _ in range(5):
+                y = x @ x
+            torch.softmax(y, dim=-1)
+            time.sleep(0.2)
+        with record_function("actor_update"):
+            (x * 2).sum()
+    prof.export_chrome_trace(sys.argv[1])
+""")
+
+
+def test_stages_their_outermost_operators_and_the_python_between(verl_python, tmp_path):
+    trace = tmp_path / "actor_step4.json.gz"
+    proc = subprocess.run([str(verl_python("0.9.1")), "-c", TRACE, str(trace)], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    module = script_module("benchmarks/gpu/torch_trace.py")
+    rows = {r["stage"]: r for r in module.stages(module.load(trace))}
+    assert set(rows) == {"actor_compute_log_prob", "actor_update"}
+    log_prob = rows["actor_compute_log_prob"]
+    ops = {op["op"]: op for op in log_prob["top"]}
+    assert ops["aten::matmul"]["calls"] == 5 and "aten::mm" not in ops  # nested inside matmul
+    assert ops["aten::softmax"]["calls"] == 1
+    assert log_prob["wall_s"] >= 0.2 and log_prob["outside_ops_s"] >= 0.2 > log_prob["cpu_ops_s"]
+    assert log_prob["gpu_s"] == 0
+    update_ops = {op["op"] for op in rows["actor_update"]["top"]}
+    assert {"aten::mul", "aten::sum"} <= update_ops
+    printed = subprocess.run(["python3", str(SCRIPT), str(trace)], capture_output=True, text=True, check=True).stdout
+    assert printed.startswith("actor_compute_log_prob: ") and "5 x  aten::matmul" in printed
+
+
+def test_a_file_without_trace_events_is_refused(tmp_path):
+    bad = tmp_path / "t.json"
+    bad.write_text("[]")
+    proc = subprocess.run(["python3", str(SCRIPT), str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "not a chrome trace" in proc.stderr
