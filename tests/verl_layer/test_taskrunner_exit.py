@@ -92,7 +92,8 @@ def test_every_recorded_verl_091_launch_with_loader_workers_ends_with_the_traceb
     step. verl 0.9.1's lines carry the `TaskRunnerV1` actor's prefix; verl 0.5.0's (the HF-rollout canaries) do
     not, and its `TaskRunner.run` keeps the trainer in a local variable, so the loaders' workers end with `run`.
     A verl 0.9.1 launch with `data.dataloader_num_workers=0` (verl prints its config: the `workers0` lever, on the
-    Hopper profiles since) has no loader workers to kill, and no traceback."""
+    Hopper profiles since, and a launch with the profile as shipped since) has no loader workers to kill, and no
+    traceback."""
     records = Path(__file__).resolve().parents[2] / "docs" / "bench" / "gpu-data"
     finished = {"0.9.1": [], "0.9.1 no workers": [], "0.5.0": []}
     for log in sorted(records.rglob("console-*.log")):
@@ -104,5 +105,6 @@ def test_every_recorded_verl_091_launch_with_loader_workers_ends_with_the_traceb
             version = "0.9.1 no workers"
         finished[version].append(("DataLoader worker (pid" in text and "is killed by signal: Killed" in text, log))
     assert len(finished["0.9.1"]) == 12 and all(seen for seen, _ in finished["0.9.1"]), finished["0.9.1"]
-    assert len(finished["0.9.1 no workers"]) == 1 and not finished["0.9.1 no workers"][0][0]
+    # the workers0 lever and the fourth overhead sitting's timeline launch (the Hopper profile as shipped since)
+    assert len(finished["0.9.1 no workers"]) == 2 and not any(seen for seen, _ in finished["0.9.1 no workers"])
     assert len(finished["0.5.0"]) == 6 and not any(seen for seen, _ in finished["0.5.0"]), finished["0.5.0"]
