@@ -42,6 +42,7 @@ import fnmatch
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -416,6 +417,17 @@ def install(args) -> int:
     return 0
 
 
+def _part_mib(text: str) -> float:
+    """--part-mib: a positive, finite number of MiB (0 would write no part at all, or never finish one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value * (1 << 20) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number of MiB (at least one byte), got {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="wheel_bundle.py", description=__doc__.split("\n\n", 1)[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -427,7 +439,7 @@ def main(argv=None) -> int:
     p.add_argument("--build", action="append", help="sdist-only pure-Python name: build its wheel here")
     p.add_argument("--lzma", action="append", help="recompress this wheel's members with LZMA")
     p.add_argument("--no-strip-ray", action="store_true", help="keep Ray's wheel whole")
-    p.add_argument("--part-mib", type=float, default=60, help="largest part, MiB (default 60)")
+    p.add_argument("--part-mib", type=_part_mib, default=60, help="largest part, MiB (default 60)")
     p.add_argument("--python-version", default="3.12", help="target CPython (default 3.12)")
     p.add_argument("--keep-wheels", action="store_true", help="keep the wheels in OUT/wheels")
     p.add_argument("--wheels-from", type=Path, help="take the wheels from this folder instead of pip download")
@@ -438,7 +450,7 @@ def main(argv=None) -> int:
     r = sub.add_parser("resplit", help="verify, then cut the same bundle into smaller parts in another folder")
     r.add_argument("bundle", type=Path)
     r.add_argument("--out", type=Path, required=True, help="folder for the new parts and manifest.json")
-    r.add_argument("--part-mib", type=float, required=True, help="largest part, MiB")
+    r.add_argument("--part-mib", type=_part_mib, required=True, help="largest part, MiB")
     r.set_defaults(func=resplit)
     i = sub.add_parser("install", help="verify, reassemble, unpack and pip install --no-deps --target")
     i.add_argument("bundle", type=Path)

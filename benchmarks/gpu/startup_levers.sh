@@ -115,11 +115,10 @@ stamp "assets: exit $?"
 for lever in "${levers[@]}"; do
   set_lever "$lever" || { stamp "$lever: unknown lever, skipped"; continue; }
   stamp "$lever: make train ${SHORT[*]} ${extra[*]-} ${lever_env[*]-}"
-  mkdir -p "$O/levers/$lever"
+  mkdir -p "$O/levers/$lever"  # before the launch: `timeline` and `profile` write into it
   env ${lever_env[@]+"${lever_env[@]}"} CKPT_DIR="$W/ckpt-$lever" LOG_DIR="$W/logs-$lever" \
     make train RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="${SHORT[*]} ${extra[*]-}" > "$O/$lever.log" 2>&1
   code=$?
-  mkdir -p "$O/levers/$lever"
   gzip -f "$O/levers/$lever"/ray-timeline.json 2>/dev/null
   cp "$W/logs-$lever/$RECIPE"/console-*.log "$W/logs-$lever/$RECIPE"/metrics-*.jsonl "$O/levers/$lever/" 2>/dev/null
   stamp "$lever: exit $code; $(grep -ac 'step:[0-9]' "$O/levers/$lever"/console-*.log 2>/dev/null || echo 0) step line(s)"

@@ -204,3 +204,21 @@ def test_resplit_cuts_the_same_stream_into_smaller_parts_that_install(tmp_path, 
     assert not (tmp_path / "other").exists()
     assert wb.main(["resplit", str(small), "--out", str(small), "--part-mib", "1"]) == 2
     assert "another folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["pack", "resplit"])
+@pytest.mark.parametrize("mib", ["0", "-1", "nan", "inf", "abc"])
+def test_part_size_must_be_a_positive_number_and_nothing_is_written(tmp_path, wheels, capsys, command, mib):
+    _, out = pack(tmp_path, wheels)
+    target = tmp_path / "new"
+    if command == "pack":
+        req = tmp_path / "lock.txt"
+        args = ["pack", "-r", str(req), "--out", str(target), "--wheels-from", str(wheels), "--part-mib", mib]
+    else:
+        args = ["resplit", str(out), "--out", str(target), "--part-mib", mib]
+    with pytest.raises(SystemExit) as exc:
+        wb.main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--part-mib" in err and repr(mib) in err
+    assert not target.exists()
