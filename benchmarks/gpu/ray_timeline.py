@@ -33,8 +33,11 @@ PARTS = ("task:deserialize_arguments", "task:execute", "task:store_outputs")
 
 def load(path: Path) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        events = json.load(fh)
+    try:
+        with opener(path, "rt") as fh:
+            events = json.load(fh)
+    except (json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
     if not isinstance(events, list):
         raise ValueError(f"{path}: not a Ray timeline (a JSON list of trace events)")
     return events

@@ -22,8 +22,11 @@ from pathlib import Path
 
 def load(path: Path) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        data = json.load(fh)
+    try:
+        with opener(path, "rt") as fh:
+            data = json.load(fh)
+    except (json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
         raise ValueError(f"{path}: not a chrome trace from torch's profiler (no traceEvents list)")

@@ -77,3 +77,11 @@ def test_a_file_that_is_not_a_timeline_is_refused(tmp_path):
     bad.write_text('{"not": "a list"}')
     proc = subprocess.run(["python3", str(SCRIPT), str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2 and "not a Ray timeline" in proc.stderr
+
+
+def test_a_file_that_is_not_json_is_refused_naming_it(tmp_path):
+    for name, data in (("t.json", b"not json"), ("t.json.gz", b"not gzip")):
+        bad = tmp_path / name
+        bad.write_bytes(data)
+        proc = subprocess.run(["python3", str(SCRIPT), str(bad)], capture_output=True, text=True)
+        assert proc.returncode == 2 and f"{bad}: not JSON" in proc.stderr and "Traceback" not in proc.stderr
