@@ -24,6 +24,9 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
                                          "(default: the run directory's name when it names a shipped recipe)")
     parser.add_argument("--profile", help="the profile it ran on: with the recipe, adds the table of its expect: "
                                           "block (`rlrecipes expect`)")
+    parser.add_argument("--gpu", metavar="NAME",
+                        help="with --profile: the GPU model the run ran on, as nvidia-smi names it (as for `rlrecipes "
+                             "expect`): a cost is compared only with a reference measured on that model")
     parser.add_argument("--out", required=True, help="directory for report.md, report.html, summary.json, PNGs "
                                                      "(replaced as a whole; never one holding the inputs)")
 
@@ -45,12 +48,15 @@ def report(args: argparse.Namespace) -> int:
         raise RecipeError("the metrics files hold no logged steps", where=args.run_dir or ", ".join(args.log))
     recipe = args.recipe or (Path(args.run_dir).name if args.run_dir else None)
     expected = None
+    if args.gpu and not args.profile:
+        raise RecipeError("--gpu weighs the cost of a contract: it needs --profile", where="--gpu",
+                          hint="give --recipe NAME --profile NAME, or leave --gpu out")
     if args.profile:
         from rlrecipes.after.expect import check_run
 
         if not recipe:
             raise RecipeError("--profile needs the recipe", where="arguments", hint="give --recipe NAME")
-        expected = check_run(recipe, args.profile, args.run_dir, args.log, args.eval)
+        expected = check_run(recipe, args.profile, args.run_dir, args.log, args.eval, gpu=args.gpu)
     eval_header = eval_rows = fast_header = fast_rows = None
     if args.eval:
         from rlrecipes.after.evaluate import fast_eval_cells, load_summary, summary_cells

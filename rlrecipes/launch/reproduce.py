@@ -92,6 +92,7 @@ def plan_stages(run, overrides: list[str], reports_dir: Path, gpu: str | None = 
     # than its own default.
     max_new = min(FAST_EVAL_MAX_NEW_TOKENS, run.get("data.max_response_length", kind=int))
     eval_args = ["--out", str(evaluated), "--max-new-tokens", str(max_new)]
+    on_gpu = ("--gpu", gpu) if gpu else ()
     if run.recipe.assets:
         eval_args.append("--skip-lm-eval")  # lm-eval's gsm8k is the hub's GSM8K, not the recipe's offline task
     stages += [
@@ -99,10 +100,11 @@ def plan_stages(run, overrides: list[str], reports_dir: Path, gpu: str | None = 
         Stage("merge", ("merge", str(run.ckpt_dir), "--recipe", name, "--out", str(merged), "--log-dir", str(logs),
                         "--force")),
         Stage("eval", (*engine, "eval", "--", str(merged), *eval_args), gpu=True),
+        # the report's contract table and expect's verdict weigh the cost against the same GPU model
         Stage("report", ("report", str(logs), "--out", str(reports_dir / name), "--eval", str(evaluated),
-                         "--recipe", name, "--profile", profile)),
+                         "--recipe", name, "--profile", profile, *on_gpu)),
         Stage("expect", ("expect", str(logs), "--recipe", name, "--profile", profile, "--eval", str(evaluated),
-                         "--out", str(logs / "expect.json"), *(("--gpu", gpu) if gpu else ())), verdicts=(0, 1)),
+                         "--out", str(logs / "expect.json"), *on_gpu), verdicts=(0, 1)),
     ]
     return stages
 

@@ -218,6 +218,25 @@ def test_report_shows_the_same_table(capsys, tmp_path):
     assert "Expected result" not in (plain / "report.md").read_text()
 
 
+def test_report_weighs_the_cost_on_the_gpu_it_is_given(capsys, tmp_path):
+    """--gpu is expect's: the report's contract table compares a cost only with a reference measured on that GPU
+    model, and reads the same as `rlrecipes expect` given the same GPU."""
+    out = tmp_path / "report"
+    assert main(["report", str(FIX / "slow" / GRPO), "--profile", "a100-80gb", "--gpu", "NVIDIA H200",
+                 "--out", str(out)]) == 0
+    shown = json.loads((out / "summary.json").read_text())["expect"]
+    capsys.readouterr()
+    assert main(["expect", str(FIX / "slow" / GRPO), "--recipe", GRPO, "--profile", "a100-80gb", "--gpu",
+                 "NVIDIA H200", "--json"]) == 0
+    assert shown == json.loads(capsys.readouterr().out)
+    (step,) = [c for c in shown["checks"] if c["name"].startswith("s/step")]
+    assert step["status"] == "not measured" and "the run's GPU is NVIDIA H200" in step["detail"]
+    # without a contract there is no cost to weigh: refused, nothing written
+    plain = tmp_path / "plain"
+    assert main(["report", str(FIX / "slow" / GRPO), "--gpu", "NVIDIA H200", "--out", str(plain)]) == 2
+    assert "--gpu" in capsys.readouterr().err and not plain.exists()
+
+
 # ----------------------------------------------------------------------------------- the shipped contracts
 # the algorithm canaries (issue 37): contracts written before any GPU run of them
 UNRUN_CANARIES = ("canary-rloo", "canary-reinforce-pp", "canary-dr-grpo", "canary-gspo", "canary-dapo")

@@ -62,7 +62,7 @@ class Stages:
 
     def __call__(self, stage, env):
         self.calls.append(stage.name)
-        if stage.name == "expect":  # the stand-in one-H200 host's GPU model, for the cost references
+        if stage.name in ("report", "expect"):  # the stand-in one-H200 host's GPU model, for the cost references
             assert stage.argv[-2:] == ("--gpu", "NVIDIA H200")
         self.argv[stage.name] = stage.argv
         assert env["RECIPE"] and env["LOG_DIR"] == os.environ["LOG_DIR"]
@@ -96,9 +96,10 @@ def test_the_stages_of_an_offline_recipe_and_of_a_hub_recipe(monkeypatch, tmp_pa
     assert canary[5].verdicts == (0, 1) and all(s.verdicts == (0,) for s in canary[:5])
     assert ("--profile", "any-1gpu") == canary[5].argv[4:6]
     assert [s.name for s in canary if s.gpu] == ["assets", "train", "eval"]
-    assert "--gpu" not in canary[5].argv  # no GPU model known: expect shows the cost without comparing it
+    # no GPU model known: the report and expect show the cost without comparing it
+    assert "--gpu" not in canary[4].argv and "--gpu" not in canary[5].argv
     on_h200 = plan_stages(resolve("canary-grpo-lora"), [], Path(ws["REPORTS_DIR"]), gpu="NVIDIA H200")
-    assert on_h200[5].argv[-2:] == ("--gpu", "NVIDIA H200")
+    assert on_h200[4].argv[-2:] == on_h200[5].argv[-2:] == ("--gpu", "NVIDIA H200")
     assert canary[0].command() == [sys.executable, "-m", "rlrecipes", *canary[0].argv]
 
     hub = plan_stages(resolve("qwen2.5-3b-gsm8k-grpo-lora", overrides=["trainer.total_epochs=1"]),
@@ -252,15 +253,21 @@ def test_report_and_expect_run_through_the_real_entry_point_on_real_canary_logs(
     done = {"status": "done", "exit": 0, "seconds": 1.0}
     (logs / STATE_FILE).write_text(json.dumps({"version": 1, "identity": identity,
                                                "stages": {s: done for s in ("assets", "train", "merge", "eval")}}))
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "PYTHONPATH": str(REPO), **ws}
+    standin = tmp_path / "bin"  # a one-H200 host: its GPU model weighs the cost in the report and the verdict
+    standin.mkdir()
+    (standin / "nvidia-smi").symlink_to(FIXTURES / "gpuhost" / "nvidia-smi")
+    env = {"PATH": f"{standin}:{BIN}:/usr/bin:/bin", "PYTHONPATH": str(REPO), **ws,
+           "RLRECIPES_STANDIN_INVENTORY": str(FIXTURES / "inventories" / "h200-x1.json")}
     result = subprocess.run([sys.executable, "-m", "rlrecipes", "reproduce", recipe], env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == code, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"expected result {verdict}" in result.stdout
     judged = json.loads((logs / "expect.json").read_text())
-    assert judged["status"] == verdict.lower() and judged["recipe"] == recipe
+    assert judged["status"] == verdict.lower() and judged["recipe"] == recipe and judged["gpu"] == "NVIDIA H200"
     report = Path(ws["REPORTS_DIR"]) / recipe
     assert (report / "report.html").is_file() and (report / "summary.json").is_file()
+    # the report's contract table is expect's verdict, the cost weighed against the same GPU model
+    assert json.loads((report / "summary.json").read_text())["expect"] == judged
     assert set(state(tmp_path, recipe)["stages"]) == {"assets", "train", "merge", "eval", "report", "expect"}
 
 
