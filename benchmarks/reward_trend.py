@@ -22,12 +22,13 @@ sys.path.insert(0, str(REPO))
 from rlrecipes.verl.run_metrics import load_run  # noqa: E402
 
 DATA = "docs/bench/gpu-data"
-# canary-grpo-lora on any-1gpu-hopper, the shipped seed (0), and its negative controls
+# canary-grpo-lora on any-1gpu-hopper: the shipped seed (0), one run of seed 1, and the negative controls
 RECORDED = {
     "shipped run": f"{DATA}/canary-hopper/canary/logs/canary-grpo-lora",
     "stopped twice, resumed (recovery-hopper)": f"{DATA}/recovery-hopper/logs",
     "vLLM engine killed at step 5 (recovery-faults-hopper-2)": f"{DATA}/recovery-faults-hopper-2/logs",
     "volume filled, save of step 10 failed (recovery-faults-hopper-3)": f"{DATA}/recovery-faults-hopper-3/logs",
+    "seed 1, vLLM engine killed after step 30 (recovery-faults-hopper-4)": f"{DATA}/recovery-faults-hopper-4/logs",
     "control: adapter sync cut (canary-hopper/frozen-20)": f"{DATA}/canary-hopper/frozen-20/logs/canary-grpo-lora",
     "control: adapter sync cut (canary-vllm/frozen)": f"{DATA}/canary-vllm/frozen/logs/canary-grpo-lora",
     "control: shuffled reward (canary-vllm/shuffled)": f"{DATA}/canary-vllm/shuffled/logs/canary-grpo-lora",
