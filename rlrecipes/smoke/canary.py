@@ -9,8 +9,12 @@ rewards carry no signal (every GRPO advantage is 0), and a model at its ceiling 
   2. a tokenizer trained on the spot that splits digits one by one, as Qwen2's does;
   3. the `tiny` Qwen2 architecture (4 layers, 256 wide), warm-started by supervised fine-tuning
      (transformers' Trainer) on problems of their own seed, stopped at the first check where the
-     greedy accuracy on a dev split reaches the start band: it has learnt the format and some of the
-     sums, and sampling at temperature 1 finds the right answer often enough for RL to learn from.
+     greedy accuracy on a dev split reaches the stop point (0.15): it has learnt the format and some of
+     the sums, and sampling at temperature 1 finds the right answer often enough for RL to learn from.
+     The held-out problems must then score inside the start band (0.10-0.40, the canary contracts'
+     "accuracy before"), else nothing is written: a start below it barely learns (seed 1 stopped at a
+     dev reading of 0.121 under the old 0.10 stop point, scored 0.092 held-out, and gained 4 points in
+     60 GRPO steps where seed 0, from 0.223, gained 25: docs/bench/gpu-canary.md).
 
     OUT/models/canary-qwen2/   the warm-started model + tokenizer, canary-manifest.json (start accuracy)
     OUT/data/canary-gsm8k/     train.parquet (RL prompts), test.parquet (held-out, >= 500 rows)
@@ -80,12 +84,13 @@ def sft_examples(tokenizer, rows: list[dict], template: str = "verl") -> list[di
     return examples
 
 
-def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple[float, float], lr: float,
-               batch_size: int, max_steps: int, eval_every: int, dev_rows: int, seed: int, log=print) -> dict:
+def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple[float, float], stop_at: float,
+               lr: float, batch_size: int, max_steps: int, eval_every: int, dev_rows: int, seed: int,
+               log=print) -> dict:
     """Supervised fine-tuning of the model in `model_dir` (in place) with transformers' Trainer until
-    the greedy accuracy on `dev_parquet` first reaches band[0]; returns the history. A run that never
-    reaches it, or that overshoots band[1] at its first check in the band, is an error: the canary
-    would start outside the range where RL can show a gain."""
+    the greedy accuracy on `dev_parquet` first reaches `stop_at`; returns the history. A run that never
+    reaches it, or that overshoots band[1] at that check, is an error: the canary would start outside the
+    range where RL can show a gain."""
     import torch
     from transformers import (AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer,
                               TrainerCallback, TrainingArguments)
@@ -107,7 +112,7 @@ def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple
             model.train()
             history.append({"step": state.global_step, "dev_accuracy": summary["accuracy"]})
             log(f"sft    step {state.global_step}: dev accuracy {summary['accuracy']:.3f}")
-            if summary["accuracy"] >= band[0]:
+            if summary["accuracy"] >= stop_at:
                 control.should_training_stop = True
             return control
 
@@ -124,10 +129,13 @@ def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple
                       callbacks=[StopInBand()])
     trainer.train()
     shutil.rmtree(out, ignore_errors=True)
-    reached = history[-1]["dev_accuracy"] if history else 0.0
-    if reached < band[0]:
+    if not history:
+        raise RecipeError(f"the warm start ran {max_steps} SFT steps and no dev check (one every {eval_every})",
+                          where=str(model_dir), hint="give --sft-steps at least --eval-every")
+    reached = history[-1]["dev_accuracy"]
+    if reached < stop_at:
         raise RecipeError(f"SFT warm start reached dev accuracy {reached:.3f} in {max_steps} steps, below the "
-                          f"start band {band[0]:.2f}-{band[1]:.2f}", where=str(model_dir),
+                          f"stop point {stop_at:.2f}", where=str(model_dir),
                           hint="raise --sft-steps or the learning rate")
     if reached > band[1]:
         raise RecipeError(f"SFT warm start jumped to dev accuracy {reached:.3f}, above the start band "
@@ -139,20 +147,23 @@ def warm_start(model_dir: Path, dev_parquet: Path, *, sft_rows: int, band: tuple
 
 def build_canary(out: Path | None, *, models_dir: Path | None = None, data_dir: Path | None = None, seed: int = 0,
                  train_rows: int = 4096, test_rows: int = 512, sft_rows: int = 60000,
-                 band: tuple[float, float] = (0.10, 0.40), lr: float = 1e-3, batch_size: int = 128,
+                 band: tuple[float, float] = (0.10, 0.40), stop_at: float = 0.15, lr: float = 1e-3,
+                 batch_size: int = 128,
                  max_steps: int = 2000, eval_every: int = 25, dev_rows: int = 256, force: bool = False,
                  log=print) -> dict:
     """Build (or reuse, when built before with the same settings) the canary's data and warm-started
     model under `out` (models/, data/; or models_dir, data_dir); returns the manifest (with the held-out
-    start accuracy)."""
+    start accuracy). The held-out start must lie in `band`: a model outside it is refused, nothing written."""
     if not 0 <= band[0] < band[1] <= 1:
         raise RecipeError(f"start band {band} is not 0 <= low < high <= 1", where="--band")
+    if not 0 <= stop_at < band[1]:
+        raise RecipeError(f"stop point {stop_at} is not 0 <= stop < the band's high {band[1]}", where="--stop-at")
     check_row_counts("--train-rows/--test-rows/--sft-rows/--dev-rows", train_rows, test_rows, sft_rows, dev_rows)
     models_dir, data_dir = asset_dirs(out, models_dir, data_dir)
     model_dir, ds_dir = models_dir / CANARY_MODEL_DIR, data_dir / CANARY_DATA_DIR
     settings = {"kind": "canary", "seed": seed, "train_rows": train_rows, "test_rows": test_rows,
-                "sft_rows": sft_rows, "band": list(band), "lr": lr, "batch_size": batch_size,
-                "max_steps": max_steps, "eval_every": eval_every, "dev_rows": dev_rows}
+                "sft_rows": sft_rows, "band": list(band), "stop_at": stop_at, "lr": lr,
+                "batch_size": batch_size, "max_steps": max_steps, "eval_every": eval_every, "dev_rows": dev_rows}
 
     data_settings = {k: settings[k] for k in ("kind", "seed", "train_rows", "test_rows")}
     if force or _read_manifest(ds_dir, MANIFEST) != data_settings:
@@ -184,9 +195,18 @@ def build_canary(out: Path | None, *, models_dir: Path | None = None, data_dir: 
     tmp = models_dir / f".{CANARY_MODEL_DIR}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     build_model(ARCHITECTURES[ARCH], tokenizer, tmp, seed)
-    sft = warm_start(tmp, ds_dir / "dev.parquet", sft_rows=sft_rows, band=band, lr=lr, batch_size=batch_size,
-                     max_steps=max_steps, eval_every=eval_every, dev_rows=dev_rows, seed=seed, log=log)
+    sft = warm_start(tmp, ds_dir / "dev.parquet", sft_rows=sft_rows, band=band, stop_at=stop_at, lr=lr,
+                     batch_size=batch_size, max_steps=max_steps, eval_every=eval_every, dev_rows=dev_rows,
+                     seed=seed, log=log)
     start = fast_eval(str(tmp), ds_dir / "test.parquet", max_new_tokens=MAX_NEW_TOKENS, batch_size=256)
+    if not band[0] <= start["accuracy"] <= band[1]:
+        shutil.rmtree(tmp, ignore_errors=True)
+        dev = f", dev accuracy {sft['history'][-1]['dev_accuracy']:.3f}" if sft["history"] else ""
+        raise RecipeError(f"seed {seed}'s warm-started model scores {start['accuracy']:.3f} on the {start['n']} "
+                          f"held-out problems, outside the start band {band[0]:.2f}-{band[1]:.2f} (SFT stopped at "
+                          f"step {sft['steps']}{dev}): a canary run from it cannot meet its contract's accuracy "
+                          "before training", where=str(model_dir),
+                          hint="use another --seed, or a --stop-at nearer the band's middle")
     manifest = {"settings": settings, "arch": ARCH, "sft": sft,
                 "start": {k: start[k] for k in ("n", "accuracy", "flexible_accuracy")}}
     atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

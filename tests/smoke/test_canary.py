@@ -3,7 +3,10 @@ warm start's stop rule, and the HF-rollout position-ids defect the canary found 
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -65,8 +68,8 @@ def test_sft_examples_train_on_the_answer_only(tokenizer):
 
 
 def test_build_canary_writes_data_model_and_start_accuracy(tmp_path):
-    manifest = canary.build_canary(tmp_path, train_rows=16, test_rows=8, sft_rows=64, band=(0.0, 1.0), batch_size=8,
-                                   max_steps=4, eval_every=2, dev_rows=8, log=lambda *_: None)
+    manifest = canary.build_canary(tmp_path, train_rows=16, test_rows=8, sft_rows=64, band=(0.0, 1.0), stop_at=0.0,
+                                   batch_size=8, max_steps=4, eval_every=2, dev_rows=8, log=lambda *_: None)
     model = tmp_path / "models" / canary.CANARY_MODEL_DIR
     assert json.loads((model / canary.MANIFEST).read_text()) == manifest
     assert manifest["sft"]["steps"] == 2 and manifest["start"]["n"] == 8
@@ -76,23 +79,63 @@ def test_build_canary_writes_data_model_and_start_accuracy(tmp_path):
     data = tmp_path / "data" / canary.CANARY_DATA_DIR
     assert [len(pd.read_parquet(data / f"{s}.parquet")) for s in ("train", "test", "dev")] == [16, 8, 8]
     # unchanged settings: reused, not rebuilt
-    again = canary.build_canary(tmp_path, train_rows=16, test_rows=8, sft_rows=64, band=(0.0, 1.0), batch_size=8,
-                                max_steps=4, eval_every=2, dev_rows=8, log=lambda *_: None)
+    again = canary.build_canary(tmp_path, train_rows=16, test_rows=8, sft_rows=64, band=(0.0, 1.0), stop_at=0.0,
+                                batch_size=8, max_steps=4, eval_every=2, dev_rows=8, log=lambda *_: None)
     assert again == manifest
 
 
-def test_warm_start_that_never_reaches_the_band_is_an_error_and_leaves_no_model(tmp_path):
-    with pytest.raises(RecipeError, match="below the start band"):
-        canary.build_canary(tmp_path, train_rows=8, test_rows=8, sft_rows=32, band=(0.99, 1.0), batch_size=8,
-                            max_steps=2, eval_every=2, dev_rows=8, log=lambda *_: None)
+def test_warm_start_that_never_reaches_the_stop_point_is_an_error_and_leaves_no_model(tmp_path):
+    with pytest.raises(RecipeError, match="below the stop point 0.99"):
+        canary.build_canary(tmp_path, train_rows=8, test_rows=8, sft_rows=32, band=(0.5, 1.0), stop_at=0.99,
+                            batch_size=8, max_steps=2, eval_every=2, dev_rows=8, log=lambda *_: None)
     assert not (tmp_path / "models" / canary.CANARY_MODEL_DIR).exists()
 
 
-@pytest.mark.parametrize("band", [(0.5, 0.4), (-0.1, 0.5), (0.1, 1.5)])
-def test_bad_band_is_refused_before_anything_is_written(tmp_path, band):
-    with pytest.raises(RecipeError, match="start band"):
-        canary.build_canary(tmp_path / "out", band=band)
+def test_a_warm_start_with_no_dev_check_is_an_error_and_leaves_no_model(tmp_path):
+    with pytest.raises(RecipeError, match="ran 1 SFT steps and no dev check"):
+        canary.build_canary(tmp_path, train_rows=8, test_rows=8, sft_rows=32, band=(0.0, 1.0), stop_at=0.0,
+                            batch_size=8, max_steps=1, eval_every=2, dev_rows=8, log=lambda *_: None)
+    assert not (tmp_path / "models" / canary.CANARY_MODEL_DIR).exists()
+
+
+def test_a_held_out_start_outside_the_band_is_refused_and_leaves_no_model(tmp_path):
+    """The warm start stopped (its dev check passed), but the held-out problems -- the contract's "accuracy
+    before" -- score outside the start band: a canary run from that model cannot meet its contract, so none is
+    written (what seed 1's assets were: dev 0.121 at the old 0.10 stop point, held-out 0.092)."""
+    with pytest.raises(RecipeError, match=r"seed 3's warm-started model scores 0\.000 on the 8 held-out problems, "
+                                          r"outside the start band 0\.50-1\.00 \(SFT stopped at step 2"):
+        canary.build_canary(tmp_path, seed=3, train_rows=8, test_rows=8, sft_rows=32, band=(0.5, 1.0), stop_at=0.0,
+                            batch_size=8, max_steps=4, eval_every=2, dev_rows=8, log=lambda *_: None)
+    models = tmp_path / "models"
+    assert not (models / canary.CANARY_MODEL_DIR).exists() and not list(models.glob(".*"))
+
+
+@pytest.mark.parametrize("band, stop_at, where", [((0.5, 0.4), 0.1, "--band"), ((-0.1, 0.5), 0.1, "--band"),
+                                                  ((0.1, 1.5), 0.1, "--band"), ((0.1, 0.4), 0.4, "--stop-at"),
+                                                  ((0.1, 0.4), -0.1, "--stop-at")])
+def test_bad_band_or_stop_point_is_refused_before_anything_is_written(tmp_path, band, stop_at, where):
+    with pytest.raises(RecipeError) as refused:
+        canary.build_canary(tmp_path / "out", band=band, stop_at=stop_at)
+    assert refused.value.where == where
     assert not (tmp_path / "out").exists()
+
+
+RECORDS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "gpu-data"
+
+
+@pytest.mark.parametrize("log, old_stop, new_stop", [
+    ("recovery-faults-hopper-2/attempt-1.log", 500, 500),  # seed 0: the same model as every seed-0 record
+    ("recovery-faults-hopper-4/attempt-1.log", 450, None),  # seed 1: no longer stops at its 0.121 reading
+])
+def test_the_stop_point_keeps_seed_0s_assets_and_moves_seed_1s(log, old_stop, new_stop):
+    """The recorded warm starts (dev accuracy every 25 SFT steps, on the GPU): the first check at or above the old
+    stop point (0.10) and at or above the new default -- seed 0 stops where it did (its records stay its assets'),
+    seed 1 goes on past the reading that gave it a held-out start of 0.092."""
+    history = [(int(m[1]), float(m[2])) for m in re.finditer(r"sft +step (\d+): dev accuracy ([0-9.]+)",
+                                                                 (RECORDS / log).read_text())]
+    first = lambda at: next((step for step, acc in history if acc >= at), None)  # noqa: E731
+    stop_at = inspect.signature(canary.build_canary).parameters["stop_at"].default
+    assert (first(0.10), first(stop_at)) == (old_stop, new_stop) and history[-1][0] == old_stop
 
 
 def test_generate_with_given_position_ids_pins_new_tokens_to_the_last_prompt_position():
