@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Sourced by benchmarks/gpu/recovery_canary.sh, recovery_faults.sh and startup_levers.sh, with W (their work
-# folder) set: the image's environment on the GPU host (the installed bundle in /root/site, the repository in
-# /root/repo, the entry point run directly), the canary's folders under W, the timeline in /root/w/out, and how
-# they read a run's state. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and T0; defines stamp, last_step,
-# tracker, record_env.
+# Sourced by benchmarks/gpu/recovery_canary.sh, recovery_faults.sh, startup_levers.sh, canary_seeds.sh and
+# canary_starts.sh, with W (their work folder) set: the image's environment on the GPU host (the installed bundle
+# in /root/site, the repository in /root/repo, the entry point run directly), the canary's folders under W, the
+# timeline in /root/w/out, and how they read a run's state. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and
+# T0; defines stamp, last_step, tracker, record_env.
 cd /root/repo || exit 2
 mkdir -p /root/bin
 printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes
 export PATH="/root/bin:$PATH" PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERED=1 \
   RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
   VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false RLRECIPES_IN_IMAGE=1
-ulimit -n 65536 || true
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true  # as many open files as the host allows (Ray opens many)
 O=/root/w/out; mkdir -p "$O" "${W:?set W before sourcing}"
 export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports" \
   CACHE_DIR="$W/cache"

@@ -11,7 +11,8 @@
 # profiles, and canaries started side by side failed there (benchmarks/gpu/canary_hopper_stack.sh). RUNS default:
 # "canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2". Each run's verdict, logs, report and eval
 # summary are packed into /root/w/out/seeds-<recipe>-<seed>.tgz as it ends, so a cut-short sitting keeps what
-# finished. Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
+# finished. A seed whose assets the builder refuses (a held-out start outside the band) ends at its assets stage;
+# benchmarks/gpu/canary_starts.sh says which seeds those are in a few minutes, before any canary run. Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/canary_seeds.sh); follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
 W=/root/w/seeds
@@ -39,7 +40,9 @@ for run in "${runs[@]}"; do
   ( make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" > "$O/$recipe-$seed.log" 2>&1 < /dev/null
     code=$?
     pack "$recipe" "$seed"
-    stamp "$recipe seed $seed: exit $code; $(grep -a 'expected result' "$O/$recipe-$seed.log" | tail -1)" ) &
+    # the verdict, or the builder's refusal of a seed whose held-out start falls outside the band
+    stamp "$recipe seed $seed: exit $code; $(grep -aE 'expected result|outside the start band' "$O/$recipe-$seed.log" \
+      | tail -1 | cut -c1-400)" ) &
   names+=("$recipe:$seed")
   # the next one starts once this one's rollout engine is up (or it ended, or UP_WAIT_S passed)
   waited=0
