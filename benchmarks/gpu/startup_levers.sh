@@ -45,6 +45,18 @@
 #                  torch, CPU and CUDA activity): one chrome trace of that step's worker calls, the level below
 #                  `timeline` -- how much of a call is GPU work, which operators fill the rest
 #                  (benchmarks/gpu/torch_trace.py reads it). Not a lever either
+#   nocompile      vLLM without torch.compile but with its decode CUDA graphs: compilation_config mode 0 (vLLM's
+#                  CompilationMode.NONE) and cudagraph_mode FULL_DECODE_ONLY (verl sets FULL_AND_PIECEWISE unless
+#                  engine_kwargs name one). The cold engine init was 38.9 s, 14.7 of it compiling and 12 capturing
+#                  graphs; `eager` drops both and its decode graphs with them. A start-up lever whose generation
+#                  time counts, against shipped-warm
+#   graphs         CUDA graphs for 10 batch sizes (1, 2, 4, ..., 512: verl's rollout.cudagraph_capture_sizes; vLLM
+#                  captures 51 by default) and one set of them, not one with and one without the LoRA adapter
+#                  (compilation_config cudagraph_specialize_lora false; the adapter is always loaded here). A
+#                  start-up lever whose generation time counts, against shipped-warm
+#   reward2        reward.num_workers=2: two reward-loop workers (Ray actors) instead of verl's 8, started while the
+#                  vLLM server's actor starts; the 512 scores of a step (4 ms each) through two. Against
+#                  shipped-warm
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
@@ -80,12 +92,17 @@ set_lever() {
                     global_profiler.save_path=/root/w/out/levers/profile/trace
                     actor_rollout_ref.actor.profiler.enable=True actor_rollout_ref.actor.profiler.all_ranks=True
                     'actor_rollout_ref.actor.profiler.tool_config.torch.contents=[cpu,cuda]') ;;
+    nocompile) extra=(+actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.mode=0
+                      +actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_mode=FULL_DECODE_ONLY) ;;
+    graphs) extra=('actor_rollout_ref.rollout.cudagraph_capture_sizes=[1,2,4,8,16,32,64,128,256,512]'
+                   +actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_specialize_lora=false) ;;
+    reward2) extra=(reward.num_workers=2) ;;
     *) return 2 ;;
   esac
 }
 # LEVERS's default: every lever, those not measured yet first
-DEFAULT_LEVERS="shipped-cold shipped-warm profile eager vllm-cache-1 vllm-cache-2 timeline awake lean agents2 poll"
-DEFAULT_LEVERS+=" uni workers0"
+DEFAULT_LEVERS="shipped-cold shipped-warm nocompile graphs reward2 profile eager vllm-cache-1 vllm-cache-2 timeline"
+DEFAULT_LEVERS+=" awake lean agents2 poll uni workers0"
 # --print [LEVER...]: each lever's whole ARGS of `make train` on one line, every lever of the default order without
 # names (tests validate them against verl 0.9.1's schema on a CPU host, so a misspelled key costs no GPU time);
 # nothing else runs

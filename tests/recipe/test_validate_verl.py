@@ -321,7 +321,7 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())  # every lever, in the default order
     default = list(levers)
     assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2", "workers0", "uni", "timeline",
-            "profile"} <= set(default)
+            "profile", "nocompile", "graphs", "reward2"} <= set(default)
     named = subprocess.run(["bash", str(script), "--print", "uni", "eager"], capture_output=True, text=True, check=True)
     assert named.stdout.splitlines() == [f"uni {levers['uni']}", f"eager {levers['eager']}"]
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
@@ -354,6 +354,16 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
         sampler = config["trainer"]["v1"]["sampler"]
         assert sampler["custom_sampler"] == {"path": "pkg://rlrecipes.verl.replay_poll", "name": "PollReplayBuffer"}
         assert sampler["sampler_kwargs"] == {"poll_interval": 0.1}, name
+    # the vLLM engine levers of the fifth sitting's plan: verl passes engine_kwargs.vllm.compilation_config to vLLM
+    # as given, with its own cudagraph_mode default where none is named, and the capture sizes from the rollout key
+    vllm = {name: results[name].config["actor_rollout_ref"]["rollout"]["engine_kwargs"]["vllm"]
+            for name in ("nocompile", "graphs")}
+    assert vllm["nocompile"]["compilation_config"] == {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    assert vllm["graphs"]["compilation_config"] == {"cudagraph_specialize_lora": False}
+    assert rollout["graphs"]["cudagraph_capture_sizes"] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert rollout["shipped-warm"]["cudagraph_capture_sizes"] is None
+    assert results["reward2"].config["reward"]["num_workers"] == 2
+    assert results["shipped-warm"].config["reward"]["num_workers"] == 8
     lean = results["lean"].config
     assert lean["transfer_queue"]["backend"]["SimpleStorage"]["num_data_storage_units"] == 1
     assert lean["ray_kwargs"]["ray_init"]["include_dashboard"] is False

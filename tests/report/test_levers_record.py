@@ -194,8 +194,28 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
                              check=True).stdout
     assert _between(text, "generation-faster-table") == printed
     assert [line.split(" | ")[0] for line in printed.splitlines()[2:]] == [
+        "| `recovery-faults-hopper-4/logs/metrics-20261206T052425Z.jsonl`",
+        "| `recovery-faults-hopper-4/logs/metrics-20261206T053358Z.jsonl`",
         "| `startup-levers-h100-3/levers/poll/metrics-20261205T235037Z.jsonl`",
         "| `startup-levers-h100-4/levers/timeline/metrics-20261206T032923Z.jsonl`"]
+
+
+def test_the_shipped_polls_generations_are_quoted_from_their_rows():
+    """The launches with the Hopper profile as shipped (poll included) beside the `poll` lever's own: the range of
+    their generations after step 1 (the --faster table's last column) and the fifth sitting's median steps."""
+    import statistics
+
+    printed = subprocess.run([sys.executable, str(TICKS), "--faster"], capture_output=True, text=True,
+                             check=True).stdout
+    rows = [line.split(" | ") for line in printed.splitlines()[2:] if "/poll/" not in line]
+    after = [float(x) for row in rows for x in row[-1].rstrip(" |").removesuffix(" s").split("-")]
+    medians = []
+    for log in sorted((RECORDS / "recovery-faults-hopper-4" / "logs").glob("metrics-*.jsonl")):
+        times = [step.get("timing_s/step") for step in read_jsonl(log).steps.values()]
+        medians.append(statistics.median([t for t in times if t is not None][1:]))  # the launch's first step out
+    text = flat(OVERHEAD)
+    assert len(rows) == 3 and f"took {min(after):.2f}-{max(after):.2f} s, not the `poll` launch's 1.41-1.52 s" in text
+    assert f"(median {min(medians):.2f} and {max(medians):.2f} s in the fifth sitting's two launches" in text
 
 
 def _third(lever: str):

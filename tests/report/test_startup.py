@@ -130,14 +130,38 @@ def test_the_reliability_record_quotes_the_same_start_up(quoted):
     assert quoted in (REPO / "docs" / "bench" / "gpu-reliability.md").read_text()
 
 
+def phase(group, key) -> list[float]:
+    """The seconds of phase `key` in each launch of `group` that has it."""
+    return [p.seconds for s in group for p in s.phases if p.key == key]
+
+
 def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     """docs/bench/gpu-overhead.md and docs/benchmarks.md quote the start-up's range and its rollout phase's: both
     come from the recorded console logs, not typed twice."""
     startups = [s for s in map(read_startup, console_logs(RECORDS)) if s is not None]
-    # "before any lever": every launch but the `uni` lever's, the one lever on record that shortens the start-up
-    # (its own figures are quoted with the third lever sitting, tests/report/test_levers_record.py)
-    whole = [s for s in startups if s.complete and s.log.parent.name != "uni"]
-    assert len(whole) == len([s for s in startups if s.complete]) - 1
+    # "before any lever": every launch without `uni`, the one lever on record that shortens the start-up -- its own
+    # launch (quoted with the third lever sitting, tests/report/test_levers_record.py) and the launches with the
+    # Hopper profile as shipped since, which carries it (verl prints its config in the console log)
+    def with_uni(startup) -> bool:
+        import gzip
+
+        opener = gzip.open if startup.log.suffix == ".gz" else open
+        with opener(startup.log, "rt", errors="replace") as log:
+            return "'distributed_executor_backend': 'uni'" in log.read()
+
+    uni = [s for s in startups if s.complete and with_uni(s)]
+    whole = [s for s in startups if s.complete and not with_uni(s)]
+    assert sorted(str(s.log.relative_to(RECORDS)).split("/")[0] for s in uni) == [
+        "recovery-faults-hopper-4", "recovery-faults-hopper-4", "startup-levers-h100-3", "startup-levers-h100-4"]
+    first, relaunch = sorted((s for s in uni if s.log.parent.name == "logs"), key=lambda s: s.log.name)
+    timeline = next(s for s in uni if s.log.parent.name == "timeline")
+    cold_totals, cold_rollout = [timeline.total_s, first.total_s], phase([timeline, first], "rollout")
+    shipped = (f"a host's first launch still took {min(cold_totals):.0f}-{max(cold_totals):.0f} s",
+               f"the rollout engine {min(cold_rollout):.0f}-{max(cold_rollout):.0f} s of it",
+               f"relaunch on that warm host {relaunch.total_s:.0f} s "
+               f"(rollout engine {phase([relaunch], 'rollout')[0]:.0f} s)")
+    overhead = " ".join((REPO / "docs" / "bench" / "gpu-overhead.md").read_text().split())
+    assert all(q in overhead for q in shipped), shipped
     totals = [s.total_s for s in whole]
     rollout = [p.seconds for s in whole for p in s.phases if p.key == "rollout"]
     quoted = (f"{min(totals):.0f}-{max(totals):.0f} s", f"{min(rollout):.0f}-{max(rollout):.0f} s")
@@ -149,9 +173,6 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     def span(values) -> str:
         values = [f"{v:.0f}" for v in values]  # as the table prints them
         return f"{min(values, key=float)}-{max(values, key=float)} s"
-
-    def phase(group, key):
-        return [p.seconds for s in group for p in s.phases if p.key == key]
 
     flagship = [s for s in startups if s.log.parent.name.startswith("hopper-3b") or s.log.parent.name == "variant"]
     smoke = [s for s in startups if s.log.parent.name == "hopper" and s.reached == "ready"]
