@@ -357,7 +357,7 @@ def test_a_guarded_trainer_whose_engine_died_is_relaunched_within_seconds_not_th
 
 
 def test_the_recorded_runs_read_as_they_went(tmp_path):
-    """The console logs of the H200 runs whose vLLM engine was killed read as a dead engine, and in the later one
+    """The console logs of the runs whose vLLM engine was killed read as a dead engine, and in the later ones
     the relaunch's log clears it; none of the other recorded GPU runs' console logs reads as one (they finished,
     or were stopped by a signal)."""
     records = REPO / "docs" / "bench" / "gpu-data"
@@ -383,7 +383,22 @@ def test_the_recorded_runs_read_as_they_went(tmp_path):
     both.update(at + 30)
     stalled, _, facts = both.verdict(at + 31)
     assert not stalled and facts["dead_engine"] is None and facts["step"] == 47
-    others = sorted(p for p in records.rglob("console-*.log") if p not in (killed, first))
+    # The fifth sitting (seed 1, one H100): killed after the save of step 30, the relaunch's file 32 s later
+    fifth = records / "recovery-faults-hopper-4" / "logs"
+    killed_30, relaunch_30 = fifth / "console-20261206T052425Z.log", fifth / "console-20261206T053358Z.log"
+    (tmp_path / "fifth").mkdir()
+    for log, when in ((killed_30, at), (relaunch_30, at + 32)):
+        shutil.copy(log, tmp_path / "fifth" / log.name)
+        os.utime(tmp_path / "fifth" / log.name, (when, when))
+    alone = Progress([tmp_path / "fifth" / killed_30.name])
+    alone.update(at)
+    stalled, message, facts = alone.verdict(at + 1)
+    assert stalled and "after step 29" in message and "EngineDeadError" in facts["dead_engine"]["line"]
+    both = Progress([tmp_path / "fifth"])
+    both.update(at + 35)
+    stalled, _, facts = both.verdict(at + 36)
+    assert not stalled and facts["dead_engine"] is None and facts["step"] == 60
+    others = sorted(p for p in records.rglob("console-*.log") if p not in (killed, first, killed_30))
     assert len(others) >= 11
     for log in others:
         progress = Progress([log])
