@@ -12,8 +12,9 @@
 # "canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2". Each run's verdict, logs, report and eval
 # summary are packed into /root/w/out/seeds-<recipe>-<seed>.tgz as it ends, so a cut-short sitting keeps what
 # finished. A seed whose assets the builder refuses (a held-out start outside the band) ends at its assets stage;
-# benchmarks/gpu/canary_starts.sh says which seeds those are in a few minutes, before any canary run. Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
-# JOB=benchmarks/gpu/canary_seeds.sh); follow with benchmarks/gpu/job_follow.sh.
+# benchmarks/gpu/canary_starts.sh says which seeds those are in a few minutes, before any canary run. Run detached
+# after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with JOB=benchmarks/gpu/canary_seeds.sh);
+# follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
 W=/root/w/seeds
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh

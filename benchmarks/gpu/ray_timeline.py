@@ -31,13 +31,19 @@ REPO = Path(__file__).resolve().parents[2]
 PARTS = ("task:deserialize_arguments", "task:execute", "task:store_outputs")
 
 
-def load(path: Path) -> list[dict]:
+def read_json(path: Path):
+    """A JSON file as the GPU host wrote it, plain or gzipped (`.gz`); one that is not JSON is a ValueError naming
+    it. torch_trace.py reads its traces with it too."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt") as fh:
-            events = json.load(fh)
+            return json.load(fh)
     except (json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise ValueError(f"{path}: not JSON ({exc})") from None
+
+
+def load(path: Path) -> list[dict]:
+    events = read_json(path)
     if not isinstance(events, list):
         raise ValueError(f"{path}: not a Ray timeline (a JSON list of trace events)")
     return events

@@ -13,20 +13,18 @@ how much is GPU work and what runs on the CPU around it.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ray_timeline import read_json  # noqa: E402  # the same folder: one reader for the GPU host's JSON, gzipped or not
+
 
 def load(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt") as fh:
-            data = json.load(fh)
-    except (json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+    data = read_json(path)
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
         raise ValueError(f"{path}: not a chrome trace from torch's profiler (no traceEvents list)")

@@ -205,16 +205,15 @@ def test_the_shipped_polls_generations_are_quoted_from_their_rows():
     their generations after step 1 (the --faster table's last column) and the fifth sitting's median steps."""
     import statistics
 
-    printed = subprocess.run([sys.executable, str(TICKS), "--faster"], capture_output=True, text=True,
-                             check=True).stdout
-    rows = [line.split(" | ") for line in printed.splitlines()[2:] if "/poll/" not in line]
-    after = [float(x) for row in rows for x in row[-1].rstrip(" |").removesuffix(" s").split("-")]
+    shipped = {name: times for name, times in _ticks().records(RECORDS, faster=True).items() if "/poll/" not in name}
+    after = [t for times in shipped.values() for t in times[1:]]
     medians = []
     for log in sorted((RECORDS / "recovery-faults-hopper-4" / "logs").glob("metrics-*.jsonl")):
         times = [step.get("timing_s/step") for step in read_jsonl(log).steps.values()]
         medians.append(statistics.median([t for t in times if t is not None][1:]))  # the launch's first step out
     text = flat(OVERHEAD)
-    assert len(rows) == 3 and f"took {min(after):.2f}-{max(after):.2f} s, not the `poll` launch's 1.41-1.52 s" in text
+    assert len(shipped) == 3
+    assert f"took {min(after):.2f}-{max(after):.2f} s, not the `poll` launch's 1.41-1.52 s" in text
     assert f"(median {min(medians):.2f} and {max(medians):.2f} s in the fifth sitting's two launches" in text
 
 
