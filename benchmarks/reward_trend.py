@@ -29,6 +29,7 @@ RECORDED = {
     "vLLM engine killed at step 5 (recovery-faults-hopper-2)": f"{DATA}/recovery-faults-hopper-2/logs",
     "volume filled, save of step 10 failed (recovery-faults-hopper-3)": f"{DATA}/recovery-faults-hopper-3/logs",
     "seed 1, vLLM engine killed after step 30 (recovery-faults-hopper-4)": f"{DATA}/recovery-faults-hopper-4/logs",
+    "vLLM engine killed after step 30 (recovery-faults-hopper-5)": f"{DATA}/recovery-faults-hopper-5/logs",
     "control: adapter sync cut (canary-hopper/frozen-20)": f"{DATA}/canary-hopper/frozen-20/logs/canary-grpo-lora",
     "control: adapter sync cut (canary-vllm/frozen)": f"{DATA}/canary-vllm/frozen/logs/canary-grpo-lora",
     "control: shuffled reward (canary-vllm/shuffled)": f"{DATA}/canary-vllm/shuffled/logs/canary-grpo-lora",

@@ -383,22 +383,27 @@ def test_the_recorded_runs_read_as_they_went(tmp_path):
     both.update(at + 30)
     stalled, _, facts = both.verdict(at + 31)
     assert not stalled and facts["dead_engine"] is None and facts["step"] == 47
-    # The fifth sitting (seed 1, one H100): killed after the save of step 30, the relaunch's file 32 s later
-    fifth = records / "recovery-faults-hopper-4" / "logs"
-    killed_30, relaunch_30 = fifth / "console-20261206T052425Z.log", fifth / "console-20261206T053358Z.log"
-    (tmp_path / "fifth").mkdir()
-    for log, when in ((killed_30, at), (relaunch_30, at + 32)):
-        shutil.copy(log, tmp_path / "fifth" / log.name)
-        os.utime(tmp_path / "fifth" / log.name, (when, when))
-    alone = Progress([tmp_path / "fifth" / killed_30.name])
-    alone.update(at)
-    stalled, message, facts = alone.verdict(at + 1)
-    assert stalled and "after step 29" in message and "EngineDeadError" in facts["dead_engine"]["line"]
-    both = Progress([tmp_path / "fifth"])
-    both.update(at + 35)
-    stalled, _, facts = both.verdict(at + 36)
-    assert not stalled and facts["dead_engine"] is None and facts["step"] == 60
-    others = sorted(p for p in records.rglob("console-*.log") if p not in (killed, first, killed_30))
+    # The fifth and sixth sittings (seeds 1 and 0, one H100 each): killed after the save of step 30, the
+    # relaunch's file 32 s later
+    killed_30s = []
+    for sitting, stamps in (("recovery-faults-hopper-4", ("20261206T052425Z", "20261206T053358Z")),
+                            ("recovery-faults-hopper-5", ("20261206T080741Z", "20261206T081714Z"))):
+        logs = records / sitting / "logs"
+        killed_30, relaunch_30 = (logs / f"console-{stamp}.log" for stamp in stamps)
+        killed_30s.append(killed_30)
+        (tmp_path / sitting).mkdir()
+        for log, when in ((killed_30, at), (relaunch_30, at + 32)):
+            shutil.copy(log, tmp_path / sitting / log.name)
+            os.utime(tmp_path / sitting / log.name, (when, when))
+        alone = Progress([tmp_path / sitting / killed_30.name])
+        alone.update(at)
+        stalled, message, facts = alone.verdict(at + 1)
+        assert stalled and "after step 29" in message and "EngineDeadError" in facts["dead_engine"]["line"], sitting
+        both = Progress([tmp_path / sitting])
+        both.update(at + 35)
+        stalled, _, facts = both.verdict(at + 36)
+        assert not stalled and facts["dead_engine"] is None and facts["step"] == 60, sitting
+    others = sorted(p for p in records.rglob("console-*.log") if p not in (killed, first, *killed_30s))
     assert len(others) >= 11
     for log in others:
         progress = Progress([log])
