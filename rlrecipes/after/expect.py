@@ -323,10 +323,14 @@ def judge(expect: Expectations, recipe: str, profile: str, run, fast: FastEvals 
     if expect.merged_matches_last is not None:
         problems = expect.accuracy.min_problems if isinstance(expect.accuracy, AccuracyExpect) else None
         checks.append(_merged_check(expect.merged_matches_last, run, fast, facts, problems, profile))
-    checks += profile_checks(expect.profiles[profile], profile, run, settings, facts)
+    entry = expect.profiles[profile]
+    checks += profile_checks(entry, profile, run, settings, facts)
+    figures = () if isinstance(entry, NotMeasured) else (entry.seconds_per_step, entry.peak_memory_gib,
+                                                         entry.startup_seconds)
+    reference_gpus = tuple(sorted({f.gpu for f in figures if isinstance(f, Figure)}))
     return ExpectResult(recipe=recipe, profile=profile, checks=tuple(checks),
                         logs=tuple(str(launch.path) for launch in run.launches), eval_summary=eval_path,
-                        strict=strict, gpu=facts.gpu)
+                        strict=strict, gpu=facts.gpu, reference_gpus=reference_gpus)
 
 
 # ----------------------------------------------------------------------------------------- reading a run

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from rlrecipes.errors import EXIT_FAILED, EXIT_OK
+from rlrecipes.reference import same_gpu
 
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
 OUTCOME, COST = "outcome", "cost"
@@ -72,6 +73,7 @@ class ExpectResult:
     eval_summary: str | None
     strict: bool = False    # the cost counts in the verdict
     gpu: str | None = None  # the GPU model the run ran on, where known
+    reference_gpus: tuple[str, ...] = ()  # the GPU models the contract's cost figures were measured on
 
     def part(self, part: str) -> tuple[Check, ...]:
         return tuple(c for c in self.checks if c.part == part)
@@ -104,7 +106,7 @@ class ExpectResult:
                         "checks": [c.as_dict() for c in self.part(part)]}
                  for part, status in ((OUTCOME, self.outcome_status), (COST, self.cost_status))}
         return {"recipe": self.recipe, "profile": self.profile, "status": self.status, "strict": self.strict,
-                "gpu": self.gpu, **parts, "counts": self.counts(), "checks": [c.as_dict() for c in self.checks],
+                "gpu": self.gpu, "reference_gpus": list(self.reference_gpus), **parts, "counts": self.counts(), "checks": [c.as_dict() for c in self.checks],
                 "logs": list(self.logs), "eval_summary": self.eval_summary}
 
 
@@ -151,6 +153,19 @@ def _part_line(name: str, status: str, checks: tuple[Check, ...]) -> str:
             f"measured{f', {required} of them required' if required else ''})")
 
 
+def why_not_compared(gpu: str | None, reference_gpus) -> str:
+    """Why a cost was not compared, where it is the GPU -- the run's is another model than the references', or
+    unknown (`expect --gpu NAME` names it) -- as a parenthesis to follow "not compared"; else empty."""
+    if not reference_gpus:
+        return ""
+    references = ", ".join(reference_gpus)
+    if gpu is None:
+        return f" (reference GPU {references}; this run's unknown: --gpu NAME)"
+    if any(same_gpu(gpu, reference) for reference in reference_gpus):
+        return ""
+    return f" (reference GPU {references}, this one {gpu})"
+
+
 def summary_lines(result: ExpectResult, width: int = 80) -> list[str]:
     """The verdict as a terminal shows it: a title, one line a check (outcome first), the two parts, the
     verdict -- each line at most `width` columns."""
@@ -158,7 +173,7 @@ def summary_lines(result: ExpectResult, width: int = 80) -> list[str]:
     lines += [check_line(c, width) for c in result.part(OUTCOME) + result.part(COST)]
     lines.append(_fit(_part_line("outcome", result.outcome_status, result.part(OUTCOME)), width))
     cost = result.cost_status
-    lines.append(_fit("cost: " + ("NOT COMPARED" if cost == NOT_MEASURED else
+    lines.append(_fit("cost: " + (f"NOT COMPARED{why_not_compared(result.gpu, result.reference_gpus)}" if cost == NOT_MEASURED else
                                   f"{cost.upper()}, counted (--strict)" if result.strict else
                                   f"{cost.upper()}, shown only (--strict makes it count)"), width))
     lines.append(f"verdict: {result.status.upper()}")

@@ -164,10 +164,12 @@ def render_markdown(report: dict) -> str:
 def expect_section(result: dict) -> list[str]:
     """The contract table of `rlrecipes expect` (its as_dict()), as Markdown lines."""
     from rlrecipes.after.expect import TABLE_HEADER
+    from rlrecipes.after.verdict import why_not_compared
 
     outcome, cost = result["outcome"], result["cost"]
     counts = outcome["counts"]
-    cost_text = ("not compared" if cost["status"] == "not measured" else
+    cost_text = ("not compared" + why_not_compared(result.get("gpu"), result.get("reference_gpus", ()))
+                 if cost["status"] == "not measured" else
                  f"{cost['status']}" + (", counted (--strict)" if result["strict"] else ", shown only"))
     lines = [f"{result['recipe']} on `{result['profile']}`: **{result['status'].upper()}** -- outcome "
              f"{outcome['status']} ({counts['met']} met, {counts['missed']} missed, {counts['not measured']} not "

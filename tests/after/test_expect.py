@@ -231,6 +231,14 @@ def test_report_weighs_the_cost_on_the_gpu_it_is_given(capsys, tmp_path):
     assert shown == json.loads(capsys.readouterr().out)
     (step,) = [c for c in shown["checks"] if c["name"].startswith("s/step")]
     assert step["status"] == "not measured" and "the run's GPU is NVIDIA H200" in step["detail"]
+    # the line that sums up the cost says why it was not compared, in the report and on the terminal
+    references = shown["reference_gpus"]
+    assert references and not any("H200" in gpu for gpu in references)
+    why = f"(reference GPU {', '.join(references)}, this one NVIDIA H200)"
+    assert f"cost not compared {why}" in (out / "report.md").read_text()
+    assert main(["expect", str(FIX / "slow" / GRPO), "--recipe", GRPO, "--profile", "a100-80gb", "--gpu",
+                 "NVIDIA H200"]) == 0
+    assert f"cost: NOT COMPARED {why}" in capsys.readouterr().out.splitlines()
     # without a contract there is no cost to weigh: refused, nothing written
     plain = tmp_path / "plain"
     assert main(["report", str(FIX / "slow" / GRPO), "--gpu", "NVIDIA H200", "--out", str(plain)]) == 2

@@ -248,4 +248,5 @@ def test_a_run_that_stopped_early_reads_as_such(capsys, tmp_path, monkeypatch):
         "  no data training reward rises: 5 step(s) logged it; needs 20",
     ]
     assert lines[-3:] == ["outcome: MISSED (3 met, 1 missed, 4 not measured, 4 of them required)",
-                          "cost: NOT COMPARED", "verdict: MISSED"]
+                          "cost: NOT COMPARED (reference GPU NVIDIA H200; this run's unknown: --gpu NAME)",
+                          "verdict: MISSED"]
