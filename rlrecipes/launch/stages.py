@@ -18,7 +18,7 @@
 Running a stage again is its recovery: every stage goes on from what the last one left. The data and the
 model are kept when whole, verl resumes from the last checkpoint the tracker names (resume-check repairs the
 tracker first), and the launcher of a profile other than the recipe's own is the run directory
-LOG_DIR/RECIPE/run-PROFILE, reused when it was rendered from the same inputs and refused, naming the
+LOG_DIR/RECIPE/run-PROFILE, reused when it was rendered for the same launch and refused, naming the
 difference, when it was not (rlrecipes/recipe/render.py: ensure_run_dir).
 
 A stage stopped by SIGTERM, SIGINT or SIGHUP exits 143, 130 or 129 (the launcher's stop guard lets a checkpoint

@@ -131,9 +131,18 @@ def render_run_dir(run: ResolvedRun, out: Path, cli_overrides: list[str], config
     return written
 
 
-# What a run directory is rendered from: the same values here mean the same launch (git_commit and paths may
-# differ between two runs of one checkout on one host and do not make another run).
-RUN_DIR_INPUTS = ("recipe", "recipe_file", "recipe_sha256", "profile", "profile_sha256", "cli_overrides")
+# What a run directory is rendered for: the same values here, and a launcher that runs the same lines, mean the same
+# launch (git_commit and paths may differ between two runs of one checkout on one host and do not make another
+# run; nor does an edit of a recipe or profile file that leaves what the launch runs as it was: a comment, the
+# contract, a description).
+RUN_DIR_INPUTS = ("recipe", "recipe_file", "profile", "cli_overrides")
+FILE_DIGESTS = ("recipe_sha256", "profile_sha256")
+
+
+def launch_lines(text: str) -> list[str]:
+    """What a launcher runs: its lines without comments, blank lines and continuation backslashes."""
+    lines = (line.strip().removesuffix("\\").rstrip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def rendered_manifest(out: Path) -> dict[str, Any] | None:
@@ -146,26 +155,51 @@ def rendered_manifest(out: Path) -> dict[str, Any] | None:
     return have if isinstance(have, dict) else None
 
 
+def _launch_difference(have: dict[str, Any], wanted: dict[str, Any], out: Path, run: ResolvedRun) -> list[str]:
+    """How the launch the run directory `out` (its manifest `have`) was rendered for differs from `run`'s: its
+    inputs, its image, and -- where the recipe or profile file changed -- the lines its launcher runs (the files'
+    digests where that launcher cannot be read)."""
+    difference = [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in RUN_DIR_INPUTS
+                  if have.get(key) != wanted[key]]
+    image = have.get("image") if isinstance(have.get("image"), dict) else {}
+    if image.get("tag") != wanted["image"]["tag"]:
+        difference.append(f"image {image.get('tag')!r} then, {wanted['image']['tag']!r} now")
+    if all(have.get(key) == wanted[key] for key in FILE_DIGESTS):
+        return difference
+    try:
+        then = launch_lines((out / "train.sh").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return difference + [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in FILE_DIGESTS
+                             if have.get(key) != wanted[key]]
+    now = launch_lines(launcher_text(run))
+    removed, added = [line for line in then if line not in now], [line for line in now if line not in then]
+    if removed or added:
+        difference.append("the launch ran " + (", ".join(removed) or "nothing else") + " then, "
+                          + (", ".join(added) or "nothing else") + " now")
+    return difference
+
+
 def ensure_run_dir(run: ResolvedRun, out: Path, config_for: Any = None) -> Path:
-    """The launcher of the run directory `out` for `run`: the one there when it was rendered from the same
-    inputs (a run started again goes on with it), rendered anew when it is missing, unfinished or stale in
-    anything but its inputs (it is ours); refused, naming the difference, when it was rendered from other inputs
-    (an edited recipe or profile: the checkpoints under it belong to the launch it describes).
+    """The launcher of the run directory `out` for `run`: the one there when it was rendered for the same launch
+    (a run started again goes on with it), rendered anew when it is missing, unfinished or stale in anything but
+    what it launches (it is ours: an edited comment or contract in the recipe, a launcher edited by hand);
+    refused, naming the difference, when it was rendered for another launch (an override, the image, the recipe
+    or profile: the checkpoints under it belong to the launch it describes).
 
     `config_for(run)` gives the validated verl config for config.yaml (None: the overrides only)."""
     wanted = manifest(run, [])
     have = rendered_manifest(out)
-    difference = [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in RUN_DIR_INPUTS
-                  if have is not None and have.get(key) != wanted[key]]
+    difference = [] if have is None else _launch_difference(have, wanted, out, run)
     if difference:
         raise RecipeError(
-            "the run directory was rendered from other inputs: " + "; ".join(difference), where=str(out),
+            "the run directory was rendered for another launch: " + "; ".join(difference), where=str(out),
             hint=f"to go on with the inputs as they are now, remove {out} (training resumes from the "
                  f"checkpoints under {run.ckpt_dir}); to start over, move both aside; or restore the recipe and "
                  "profile it was rendered from")
     launcher = out / "train.sh"
     try:
-        current = have is not None and launcher.read_text(encoding="utf-8") == launcher_text(run)
+        current = (have is not None and all(have.get(key) == wanted[key] for key in FILE_DIGESTS)
+                   and launcher.read_text(encoding="utf-8") == launcher_text(run))
     except OSError:
         current = False
     if not current:

@@ -1,6 +1,7 @@
 """The run directory of a profile other than the recipe's own (LOG_DIR/RECIPE/run-PROFILE): a run started again
-goes on with it; an unfinished or stale one is rendered again (it is ours); one rendered from other inputs is
-refused, naming the difference and how to go on or start over."""
+goes on with it; an unfinished or stale one is rendered again (it is ours), as is one whose recipe or profile
+changed in nothing it launches; one rendered for another launch is refused, naming the difference and how to go
+on or start over."""
 
 from __future__ import annotations
 
@@ -55,14 +56,43 @@ def test_an_unfinished_or_stale_run_directory_is_rendered_again(home, tmp_path, 
     assert json.loads((run_dir(tmp_path) / "manifest.json").read_text())["profile"] == PROFILE
 
 
-def test_a_run_directory_from_other_inputs_is_refused_naming_the_difference(home, tmp_path):
+def test_a_run_directory_for_another_launch_is_refused_naming_the_difference(home, tmp_path):
     ensure_run_dir(resolve(RECIPE, profile=PROFILE), run_dir(tmp_path))
     profile = home / "recipes" / "profiles" / f"{PROFILE}.yaml"
-    profile.write_text(profile.read_text() + "\n# tuned after an OOM\n")
-    kept = (run_dir(tmp_path) / "manifest.json").read_text()
+    profile.write_text(profile.read_text().replace("gpu_memory_utilization: 0.4", "gpu_memory_utilization: 0.3"))
+    kept = {name: (run_dir(tmp_path) / name).read_text() for name in ("manifest.json", "train.sh")}
     with pytest.raises(RecipeError) as caught:
         ensure_run_dir(resolve(RECIPE, profile=PROFILE), run_dir(tmp_path))
     text = str(caught.value)
-    assert text.startswith(f"{run_dir(tmp_path)}: the run directory was rendered from other inputs: profile_sha256 ")
-    assert "recipe_sha256" not in text and f"remove {run_dir(tmp_path)}" in text and "move both aside" in text
-    assert (run_dir(tmp_path) / "manifest.json").read_text() == kept
+    assert text.startswith(f"{run_dir(tmp_path)}: the run directory was rendered for another launch: the launch ran "
+                           "actor_rollout_ref.rollout.gpu_memory_utilization=0.4 then, "
+                           "actor_rollout_ref.rollout.gpu_memory_utilization=0.3 now"), text
+    assert "sha256" not in text and f"remove {run_dir(tmp_path)}" in text and "move both aside" in text
+    assert {name: (run_dir(tmp_path) / name).read_text() for name in kept} == kept
+
+
+def test_an_edit_that_leaves_the_launch_as_it_was_goes_on(home, tmp_path):
+    """A comment or the contract edited in the recipe and its profile (a `git pull` between two runs, say): the
+    launch is the same, so the same command goes on; the manifest is rendered anew with the files' new digests."""
+    run = resolve(RECIPE, profile=PROFILE)
+    launcher = ensure_run_dir(run, run_dir(tmp_path))
+    before = json.loads((run_dir(tmp_path) / "manifest.json").read_text())
+    profile = home / "recipes" / "profiles" / f"{PROFILE}.yaml"
+    profile.write_text(profile.read_text() + "\n# tuned after an OOM\n")
+    recipe = home / "recipes" / f"{RECIPE}.yaml"
+    recipe.write_text("# a comment the launch does not run\n" + recipe.read_text())
+    again = resolve(RECIPE, profile=PROFILE)
+    assert ensure_run_dir(again, run_dir(tmp_path)) == launcher and launcher.read_text() == launcher_text(again)
+    after = json.loads((run_dir(tmp_path) / "manifest.json").read_text())
+    assert [key for key in before if before[key] != after[key]] == ["recipe_sha256", "profile_sha256"]
+
+
+def test_a_run_directory_whose_launcher_is_gone_is_judged_by_the_files(home, tmp_path):
+    """No launcher left to compare what it ran with: the recipe and profile files' digests decide, as a manifest
+    rendered before the launch comparison would be judged."""
+    ensure_run_dir(resolve(RECIPE, profile=PROFILE), run_dir(tmp_path))
+    (run_dir(tmp_path) / "train.sh").unlink()
+    profile = home / "recipes" / "profiles" / f"{PROFILE}.yaml"
+    profile.write_text(profile.read_text() + "\n# tuned after an OOM\n")
+    with pytest.raises(RecipeError, match=r"rendered for another launch: profile_sha256 '[0-9a-f]{64}' then"):
+        ensure_run_dir(resolve(RECIPE, profile=PROFILE), run_dir(tmp_path))
