@@ -106,7 +106,8 @@ class ExpectResult:
                         "checks": [c.as_dict() for c in self.part(part)]}
                  for part, status in ((OUTCOME, self.outcome_status), (COST, self.cost_status))}
         return {"recipe": self.recipe, "profile": self.profile, "status": self.status, "strict": self.strict,
-                "gpu": self.gpu, "reference_gpus": list(self.reference_gpus), **parts, "counts": self.counts(), "checks": [c.as_dict() for c in self.checks],
+                "gpu": self.gpu, "reference_gpus": list(self.reference_gpus), **parts, "counts": self.counts(),
+                "checks": [c.as_dict() for c in self.checks],
                 "logs": list(self.logs), "eval_summary": self.eval_summary}
 
 
@@ -173,7 +174,8 @@ def summary_lines(result: ExpectResult, width: int = 80) -> list[str]:
     lines += [check_line(c, width) for c in result.part(OUTCOME) + result.part(COST)]
     lines.append(_fit(_part_line("outcome", result.outcome_status, result.part(OUTCOME)), width))
     cost = result.cost_status
-    lines.append(_fit("cost: " + (f"NOT COMPARED{why_not_compared(result.gpu, result.reference_gpus)}" if cost == NOT_MEASURED else
+    not_compared = "NOT COMPARED" + why_not_compared(result.gpu, result.reference_gpus)
+    lines.append(_fit("cost: " + (not_compared if cost == NOT_MEASURED else
                                   f"{cost.upper()}, counted (--strict)" if result.strict else
                                   f"{cost.upper()}, shown only (--strict makes it count)"), width))
     lines.append(f"verdict: {result.status.upper()}")

@@ -38,7 +38,8 @@ def launcher_text(run: ResolvedRun) -> str:
         "#!/usr/bin/env bash",
         comment(HEADER.format(recipe=recipe_rel, profile=profile_rel)[2:]),
         comment(run.recipe.description),
-        comment(f"Image: {run.image.tag} (verl {run.image.verl}); {run.profile.n_gpus} GPU(s): {run.profile.gpu.name}."),
+        comment(f"Image: {run.image.tag} (verl {run.image.verl}); "
+                f"{run.profile.n_gpus} GPU(s): {run.profile.gpu.name}."),
         comment(f"Extra Hydra overrides are passed through: bash recipes/{run.name}.sh trainer.total_epochs=15"),
         "set -euo pipefail",
         "",

@@ -189,7 +189,8 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     assert all(not s.from_launch and s.start == "ray" for s in flagship + smoke + recovery)
     text = " ".join((REPO / "docs" / "bench" / "gpu-overhead.md").read_text().split())
     for q in (f"flagship's Ray to \"ready to fit\" took {span(s.ray_to_ready_s for s in flagship)}",
-              f"Its rollout engine took {span(phase(flagship, 'rollout'))}, its models {span(phase(flagship, 'models'))}",
+              f"Its rollout engine took {span(phase(flagship, 'rollout'))}, "
+              f"its models {span(phase(flagship, 'models'))}",
               f"It took {span(phase(flagship, 'datasets'))} for the flagship's 256 + 64 rows and "
               f"{span(phase(smoke, 'datasets'))} for the smoke runs' 256 + 64 against "
               f"{span(phase(whole, 'datasets'))} for the canary's",
@@ -275,9 +276,9 @@ def test_the_hopper_set_table_and_its_ranges_are_the_recorded_launches():
     quotes = {
         doc: [f"As the image ships, {span('real/shipped', 2)} from launch to the datasets; with both levers "
               f"{span('real/nodash-tq1', 2)}",
-              f"datasets phase to {_span([*(v[1] for v in phases['real/tq1']), *(v[1] for v in phases['real/nodash-tq1'])])}"
+              f"datasets phase to {_span([v[1] for lever in ('real/tq1', 'real/nodash-tq1') for v in phases[lever]])}"
               f" from {span('real/shipped', 1)}",
-              f"launch to Ray to {_span([*(v[0] for v in phases['real/nodash']), *(v[0] for v in phases['real/nodash-tq1'])])}"
+              f"launch to Ray to {_span([v[0] for lever in ('real/nodash', 'real/nodash-tq1') for v in phases[lever]])}"
               f" from {span('real/shipped', 0)}",
               f"{span('real/shipped', 2)} against {span('standin/shipped', 2)}",
               f"launch to Ray {span('real/shipped', 0)} against {span('standin/shipped', 0)}",
@@ -298,7 +299,8 @@ def test_the_hopper_set_table_and_its_ranges_are_the_recorded_launches():
             probes[name, label] = rest.split(" s ")[0]
     rollout = "driver: vLLM rollout utils (validate_config's LoRA rank check)"
     for q in (f"took {probes['real', rollout]} s (median of 3) with vLLM and {probes['standin', rollout]} s with the",
-              f"(`vllm.config.lora`) took {probes['real', 'driver: vLLM' + chr(39) + 's rank list alone (vllm.config.lora)']} s",
+              f"(`vllm.config.lora`) took "
+              f"{probes['real', 'driver: vLLM' + chr(39) + 's rank list alone (vllm.config.lora)']} s",
               f"median {probes['real', 'storage actor: transfer_queue.storage.simple_storage']} s"):
         assert q in doc, q
 
