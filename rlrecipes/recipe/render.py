@@ -158,13 +158,10 @@ def rendered_manifest(out: Path) -> dict[str, Any] | None:
 
 def _launch_difference(have: dict[str, Any], wanted: dict[str, Any], out: Path, run: ResolvedRun) -> list[str]:
     """How the launch the run directory `out` (its manifest `have`) was rendered for differs from `run`'s: its
-    inputs, its image, and -- where the recipe or profile file changed -- the lines its launcher runs (the files'
-    digests where that launcher cannot be read)."""
+    inputs, and -- where the recipe or profile file changed -- the lines its launcher runs (the files' digests
+    where that launcher cannot be read)."""
     difference = [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in RUN_DIR_INPUTS
                   if have.get(key) != wanted[key]]
-    image = have.get("image") if isinstance(have.get("image"), dict) else {}
-    if image.get("tag") != wanted["image"]["tag"]:
-        difference.append(f"image {image.get('tag')!r} then, {wanted['image']['tag']!r} now")
     if all(have.get(key) == wanted[key] for key in FILE_DIGESTS):
         return difference
     try:
@@ -184,8 +181,8 @@ def ensure_run_dir(run: ResolvedRun, out: Path, config_for: Any = None) -> Path:
     """The launcher of the run directory `out` for `run`: the one there when it was rendered for the same launch
     (a run started again goes on with it), rendered anew when it is missing, unfinished or stale in anything but
     what it launches (it is ours: an edited comment or contract in the recipe, a launcher edited by hand);
-    refused, naming the difference, when it was rendered for another launch (an override, the image, the recipe
-    or profile: the checkpoints under it belong to the launch it describes).
+    refused, naming the difference, when it was rendered for another launch (an override in the recipe or
+    profile, another recipe or profile: the checkpoints under it belong to the launch it describes).
 
     `config_for(run)` gives the validated verl config for config.yaml (None: the overrides only)."""
     wanted = manifest(run, [])
