@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlrecipes import reference
-from rlrecipes.after.expect_cost import _figure_value, profile_checks, steady_step_times
+from rlrecipes.after.expect_cost import _figure_value, profile_checks, reference_gpus, steady_step_times
 from rlrecipes.after.verdict import (MET, MISSED, NOT_MEASURED, OUTCOME, TABLE_HEADER, Check, ExpectResult, RunFacts,
                                      print_table, table_rows, verdict_line)
 from rlrecipes.errors import RecipeError
@@ -323,14 +323,10 @@ def judge(expect: Expectations, recipe: str, profile: str, run, fast: FastEvals 
     if expect.merged_matches_last is not None:
         problems = expect.accuracy.min_problems if isinstance(expect.accuracy, AccuracyExpect) else None
         checks.append(_merged_check(expect.merged_matches_last, run, fast, facts, problems, profile))
-    entry = expect.profiles[profile]
-    checks += profile_checks(entry, profile, run, settings, facts)
-    figures = () if isinstance(entry, NotMeasured) else (entry.seconds_per_step, entry.peak_memory_gib,
-                                                         entry.startup_seconds)
-    reference_gpus = tuple(sorted({f.gpu for f in figures if isinstance(f, Figure)}))
+    checks += profile_checks(expect.profiles[profile], profile, run, settings, facts)
     return ExpectResult(recipe=recipe, profile=profile, checks=tuple(checks),
                         logs=tuple(str(launch.path) for launch in run.launches), eval_summary=eval_path,
-                        strict=strict, gpu=facts.gpu, reference_gpus=reference_gpus)
+                        strict=strict, gpu=facts.gpu, reference_gpus=reference_gpus(expect.profiles[profile]))
 
 
 # ----------------------------------------------------------------------------------------- reading a run

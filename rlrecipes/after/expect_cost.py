@@ -95,6 +95,14 @@ def _cost_check(name: str, kind: str, figure: Figure, run, settings, facts: RunF
                  required=False)
 
 
+def reference_gpus(entry: ProfileExpect | NotMeasured) -> tuple[str, ...]:
+    """The GPU models the profile's cost figures were measured on (none when the profile has no figures)."""
+    if isinstance(entry, NotMeasured):
+        return ()
+    figures = (entry.seconds_per_step, entry.peak_memory_gib, entry.startup_seconds)
+    return tuple(sorted({figure.gpu for figure in figures if isinstance(figure, Figure)}))
+
+
 def profile_checks(entry: ProfileExpect | NotMeasured, profile: str, run, settings, facts: RunFacts) -> list[Check]:
     names = (f"s/step on {profile} (steady state: no launch's first step, no validation step)",
              f"peak memory on {profile} (max over steps)",

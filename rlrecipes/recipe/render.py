@@ -156,20 +156,22 @@ def rendered_manifest(out: Path) -> dict[str, Any] | None:
     return have if isinstance(have, dict) else None
 
 
-def _launch_difference(have: dict[str, Any], wanted: dict[str, Any], out: Path, run: ResolvedRun) -> list[str]:
-    """How the launch the run directory `out` (its manifest `have`) was rendered for differs from `run`'s: its
-    inputs, and -- where the recipe or profile file changed -- the lines its launcher runs (the files' digests
-    where that launcher cannot be read)."""
-    difference = [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in RUN_DIR_INPUTS
-                  if have.get(key) != wanted[key]]
-    if all(have.get(key) == wanted[key] for key in FILE_DIGESTS):
+def _changed(have: dict[str, Any], wanted: dict[str, Any], keys) -> list[str]:
+    """Each of `keys` whose value in the rendered manifest `have` is not the one `wanted` now, in words."""
+    return [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in keys if have.get(key) != wanted[key]]
+
+
+def _launch_difference(have: dict[str, Any], wanted: dict[str, Any], rendered: str | None, text: str) -> list[str]:
+    """How the launch a run directory (its manifest `have`, its launcher's text `rendered`: None when it cannot be
+    read) was rendered for differs from the launcher `text` now: its inputs, and -- where the recipe or profile
+    file changed -- the lines its launcher runs (the files' digests where that launcher cannot be read)."""
+    difference = _changed(have, wanted, RUN_DIR_INPUTS)
+    files = _changed(have, wanted, FILE_DIGESTS)
+    if not files:
         return difference
-    try:
-        then = launch_lines((out / "train.sh").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return difference + [f"{key} {have.get(key)!r} then, {wanted[key]!r} now" for key in FILE_DIGESTS
-                             if have.get(key) != wanted[key]]
-    now = launch_lines(launcher_text(run))
+    if rendered is None:
+        return difference + files
+    then, now = launch_lines(rendered), launch_lines(text)
     removed, added = [line for line in then if line not in now], [line for line in now if line not in then]
     if removed or added:
         difference.append("the launch ran " + (", ".join(removed) or "nothing else") + " then, "
@@ -185,21 +187,20 @@ def ensure_run_dir(run: ResolvedRun, out: Path, config_for: Any = None) -> Path:
     profile, another recipe or profile: the checkpoints under it belong to the launch it describes).
 
     `config_for(run)` gives the validated verl config for config.yaml (None: the overrides only)."""
-    wanted = manifest(run, [])
-    have = rendered_manifest(out)
-    difference = [] if have is None else _launch_difference(have, wanted, out, run)
+    wanted, have, text = manifest(run, []), rendered_manifest(out), launcher_text(run)
+    launcher = out / "train.sh"
+    try:
+        rendered = launcher.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        rendered = None
+    difference = [] if have is None else _launch_difference(have, wanted, rendered, text)
     if difference:
         raise RecipeError(
             "the run directory was rendered for another launch: " + "; ".join(difference), where=str(out),
             hint=f"to go on with the inputs as they are now, remove {out} (training resumes from the "
                  f"checkpoints under {run.ckpt_dir}); to start over, move both aside; or restore the recipe and "
                  "profile it was rendered from")
-    launcher = out / "train.sh"
-    try:
-        current = (have is not None and all(have.get(key) == wanted[key] for key in FILE_DIGESTS)
-                   and launcher.read_text(encoding="utf-8") == launcher_text(run))
-    except OSError:
-        current = False
+    current = have is not None and not _changed(have, wanted, FILE_DIGESTS) and rendered == text
     if not current:
         render_run_dir(run, out, [], config_for(run) if config_for else None, force=True)
     return launcher

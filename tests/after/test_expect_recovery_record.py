@@ -94,16 +94,23 @@ def test_the_run_to_its_verdict_after_the_kill_reads_as_the_record_quotes_it(cap
     assert [c["value"] for c in result["cost"]["checks"]] == ["8.45 s (52 steps)", "2.08 GiB (step 2)", "238 s"]
 
 
+def recorded_launches(sitting: Path) -> tuple[list[list[dict]], dict[int, float], dict[int, float]]:
+    """A recorded run's launches (each metrics file's rows, in launch order), its validation accuracy and verl's KL
+    loss by step."""
+    launches = [[json.loads(line) for line in log.open()] for log in sorted((sitting / "logs").glob("metrics-*.jsonl"))]
+
+    def by_step(key: str) -> dict[int, float]:
+        return {r["step"]: r["data"][key] for rows in launches for r in rows if key in r["data"]}
+    return launches, by_step("val-aux/openai/gsm8k/reward/mean@1"), by_step("actor/kl_loss")
+
+
 def test_the_relaunch_went_on_from_the_trained_state():
     """Two launches, 0-29 and 30-60: the second resumed the first's adapter, not the base model -- verl's KL
     loss goes on where it stood (a fresh start reads ~0), and the rollout agrees with the trainer every step."""
-    launches = [[json.loads(line) for line in log.open()] for log in sorted((SEED1 / "logs").glob("metrics-*.jsonl"))]
+    launches, val, kl = recorded_launches(SEED1)
     assert [(rows[0]["step"], rows[-1]["step"]) for rows in launches] == [(0, 29), (30, 60)]
-    kl = {r["step"]: r["data"]["actor/kl_loss"] for rows in launches for r in rows if "actor/kl_loss" in r["data"]}
     assert round(kl[29], 4) == 0.0114 and round(kl[31], 4) == 0.0118
     assert max(kl[s] for s in (1, 2, 3)) < 0.0005 < min(kl[s] for s in range(25, 61) if s != 30)
-    val = {r["step"]: r["data"]["val-aux/openai/gsm8k/reward/mean@1"] for rows in launches for r in rows
-           if "val-aux/openai/gsm8k/reward/mean@1" in r["data"]}
     assert [round(val[s], 4) for s in range(0, 61, 10)] == [0.0957, 0.127, 0.125, 0.127, 0.127, 0.127, 0.1387]
     scores = [r["data"]["critic/score/mean"] for r in launches[0] if "critic/score/mean" in r["data"]]
     assert len(scores) == 29 and 0.039 < min(scores) and max(scores) < 0.102
@@ -146,13 +153,10 @@ def test_the_shipped_seeds_run_after_the_kill_is_met_as_the_record_quotes_it(cap
 def test_the_shipped_seeds_relaunch_went_on_from_the_trained_state():
     """The control that would show a relaunch from the base model: the relaunch's own first validation (step 30)
     reads the trained level, not step 0's, and verl's KL loss goes on where it stood."""
-    launches = [[json.loads(line) for line in log.open()] for log in sorted((SEED0 / "logs").glob("metrics-*.jsonl"))]
+    launches, val, kl = recorded_launches(SEED0)
     assert [(rows[0]["step"], rows[-1]["step"]) for rows in launches] == [(0, 29), (30, 60)]
-    val = {r["step"]: r["data"]["val-aux/openai/gsm8k/reward/mean@1"] for rows in launches for r in rows
-           if "val-aux/openai/gsm8k/reward/mean@1" in r["data"]}
     assert [round(val[s], 4) for s in range(0, 61, 10)] == [0.2207, 0.3438, 0.4277, 0.416, 0.4434, 0.4492, 0.4727]
     assert launches[1][0]["step"] == 30 and val[30] > val[0] + 0.15
-    kl = {r["step"]: r["data"]["actor/kl_loss"] for rows in launches for r in rows if "actor/kl_loss" in r["data"]}
     assert round(kl[29], 4) == 0.0352 and round(kl[31], 4) == 0.0398
     assert max(kl[1], kl[2]) < 0.001 < 0.02 < min(kl[s] for s in range(25, 61) if s != 30)
     doc = " ".join((RUN.parents[2] / "gpu-reliability.md").read_text().split())
