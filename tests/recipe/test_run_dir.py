@@ -41,7 +41,7 @@ def test_a_second_run_reuses_the_run_directory_without_writing(home, tmp_path):
     assert {p.name: p.stat().st_mtime_ns for p in run_dir(tmp_path).iterdir()} == before
 
 
-@pytest.mark.parametrize("damage", ["no-manifest", "edited-launcher", "unreadable-manifest"])
+@pytest.mark.parametrize("damage", ["no-manifest", "edited-launcher", "undecodable-launcher", "unreadable-manifest"])
 def test_an_unfinished_or_stale_run_directory_is_rendered_again(home, tmp_path, damage):
     run = resolve(RECIPE, profile=PROFILE)
     ensure_run_dir(run, run_dir(tmp_path))
@@ -49,6 +49,8 @@ def test_an_unfinished_or_stale_run_directory_is_rendered_again(home, tmp_path, 
         (run_dir(tmp_path) / "manifest.json").unlink()
     elif damage == "edited-launcher":
         (run_dir(tmp_path) / "train.sh").write_text("#!/bin/sh\necho edited\n")
+    elif damage == "undecodable-launcher":
+        (run_dir(tmp_path) / "train.sh").write_bytes(b"#!/bin/sh\n\xff\xfe\n")
     else:
         (run_dir(tmp_path) / "manifest.json").write_text("{not json")
     ensure_run_dir(run, run_dir(tmp_path))
