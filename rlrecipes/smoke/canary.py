@@ -201,11 +201,11 @@ def build_canary(out: Path | None, *, models_dir: Path | None = None, data_dir: 
     start = fast_eval(str(tmp), ds_dir / "test.parquet", max_new_tokens=MAX_NEW_TOKENS, batch_size=256)
     if not band[0] <= start["accuracy"] <= band[1]:
         shutil.rmtree(tmp, ignore_errors=True)
-        dev = sft["history"][-1]["dev_accuracy"]  # warm_start has at least one dev check, or it raised
+        dev = f", dev accuracy {sft['history'][-1]['dev_accuracy']:.3f}" if sft["history"] else ""
         raise RecipeError(f"seed {seed}'s warm-started model scores {start['accuracy']:.3f} on the {start['n']} "
                           f"held-out problems, outside the start band {band[0]:.2f}-{band[1]:.2f} (SFT stopped at "
-                          f"step {sft['steps']}, dev accuracy {dev:.3f}): a canary run from it cannot meet its "
-                          "contract's accuracy before training", where=str(model_dir),
+                          f"step {sft['steps']}{dev}): a canary run from it cannot meet its contract's accuracy "
+                          "before training", where=str(model_dir),
                           hint="use another --seed, or a --stop-at nearer the band's middle")
     manifest = {"settings": settings, "arch": ARCH, "sft": sft,
                 "start": {k: start[k] for k in ("n", "accuracy", "flexible_accuracy")}}
