@@ -30,6 +30,8 @@ RECORDED = {
     "volume filled, save of step 10 failed (recovery-faults-hopper-3)": f"{DATA}/recovery-faults-hopper-3/logs",
     "seed 1, vLLM engine killed after step 30 (recovery-faults-hopper-4)": f"{DATA}/recovery-faults-hopper-4/logs",
     "vLLM engine killed after step 30 (recovery-faults-hopper-5)": f"{DATA}/recovery-faults-hopper-5/logs",
+    "volume filled, save of step 10 failed, to the verdict (recovery-faults-hopper-6)":
+        f"{DATA}/recovery-faults-hopper-6/logs",
     "control: adapter sync cut (canary-hopper/frozen-20)": f"{DATA}/canary-hopper/frozen-20/logs/canary-grpo-lora",
     "control: adapter sync cut (canary-vllm/frozen)": f"{DATA}/canary-vllm/frozen/logs/canary-grpo-lora",
     "control: shuffled reward (canary-vllm/shuffled)": f"{DATA}/canary-vllm/shuffled/logs/canary-grpo-lora",

@@ -198,26 +198,32 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
         "| `recovery-faults-hopper-4/logs/metrics-20261206T053358Z.jsonl`",
         "| `recovery-faults-hopper-5/logs/metrics-20261206T080741Z.jsonl`",
         "| `recovery-faults-hopper-5/logs/metrics-20261206T081714Z.jsonl`",
+        "| `recovery-faults-hopper-6/logs/metrics-20261206T105209Z.jsonl`",
+        "| `recovery-faults-hopper-6/logs/metrics-20261206T105624Z.jsonl`",
         "| `startup-levers-h100-3/levers/poll/metrics-20261205T235037Z.jsonl`",
         "| `startup-levers-h100-4/levers/timeline/metrics-20261206T032923Z.jsonl`"]
 
 
 def test_the_shipped_polls_generations_are_quoted_from_their_rows():
     """The launches with the Hopper profile as shipped (poll included) beside the `poll` lever's own: the range of
-    their generations after step 1 (the --faster table's last column) and the median steps of the fifth and sixth
+    their generations after step 1 (the --faster table's last column) and the median steps of the fifth to seventh
     reliability sittings' launches."""
     import statistics
 
     shipped = {name: times for name, times in _ticks().records(RECORDS, faster=True).items() if "/poll/" not in name}
     after = [t for times in shipped.values() for t in times[1:]]
     medians = []
-    for log in sorted(RECORDS.glob("recovery-faults-hopper-[45]/logs/metrics-*.jsonl")):
+    for log in sorted(RECORDS.glob("recovery-faults-hopper-[456]/logs/metrics-*.jsonl")):
         times = [step.get("timing_s/step") for step in read_jsonl(log).steps.values()]
         medians.append(statistics.median([t for t in times if t is not None][1:]))  # the launch's first step out
     text = flat(OVERHEAD)
-    assert len(shipped) == 5 and len(medians) == 4
-    assert f"took {min(after):.2f}-{max(after):.2f} s, not the `poll` launch's 1.41-1.52 s" in text
-    assert f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth and sixth sittings' four launches" in text
+    assert len(shipped) == 7 and len(medians) == 6
+    assert f"took {min(after):.2f}-{max(after):.2f} s against the `poll` launch's 1.41-1.52 s" in text
+    assert f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth to seventh sittings' six launches" in text
+    # the seventh sitting's host alone: both launches' generations after step 1 and their median steps
+    seventh = [t for name, times in shipped.items() if name.startswith("recovery-faults-hopper-6/") for t in times[1:]]
+    assert f"{min(seventh):.2f}-{max(seventh):.2f} s a generation and {min(medians[4:]):.2f}-{max(medians[4:]):.2f} s " \
+        "a step" in text
 
 
 def _third(lever: str):

@@ -128,6 +128,7 @@ RECORDS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "gpu-data"
     ("recovery-faults-hopper-2/attempt-1.log", 500, 500),  # seed 0: the same model as every seed-0 record
     ("recovery-faults-hopper-4/attempt-1.log", 450, None),  # seed 1: no longer stops at its 0.121 reading
     ("recovery-faults-hopper-5/attempt-1.log", 500, 500),  # seed 0 again, with the new stop point on the GPU
+    ("recovery-faults-hopper-6/attempt-1.log", 500, 500),  # and again, on another H100 host
 ])
 def test_the_stop_point_keeps_seed_0s_assets_and_moves_seed_1s(log, old_stop, new_stop):
     """The recorded warm starts (dev accuracy every 25 SFT steps, on the GPU): the first check at or above the old
