@@ -222,8 +222,8 @@ def test_the_shipped_polls_generations_are_quoted_from_their_rows():
     assert f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth to seventh sittings' six launches" in text
     # the seventh sitting's host alone: both launches' generations after step 1 and their median steps
     seventh = [t for name, times in shipped.items() if name.startswith("recovery-faults-hopper-6/") for t in times[1:]]
-    assert f"{min(seventh):.2f}-{max(seventh):.2f} s a generation and {min(medians[4:]):.2f}-{max(medians[4:]):.2f} s " \
-        "a step" in text
+    steps7 = f"{min(medians[4:]):.2f}-{max(medians[4:]):.2f} s"
+    assert f"{min(seventh):.2f}-{max(seventh):.2f} s a generation and {steps7} a step" in text
 
 
 def _third(lever: str):
