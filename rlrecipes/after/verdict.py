@@ -167,6 +167,14 @@ def why_not_compared(gpu: str | None, reference_gpus) -> str:
     return f" (reference GPU {references}, this one {gpu})"
 
 
+def cost_phrase(status: str, strict: bool, gpu: str | None, reference_gpus) -> str:
+    """The cost part of a verdict in words: not compared (and why, where it is the GPU), or its status and whether
+    it counts."""
+    if status == NOT_MEASURED:
+        return "not compared" + why_not_compared(gpu, reference_gpus)
+    return status + (", counted (--strict)" if strict else ", shown only")
+
+
 def summary_lines(result: ExpectResult, width: int = 80) -> list[str]:
     """The verdict as a terminal shows it: a title, one line a check (outcome first), the two parts, the
     verdict -- each line at most `width` columns."""
@@ -183,9 +191,10 @@ def summary_lines(result: ExpectResult, width: int = 80) -> list[str]:
 
 
 def verdict_line(result: ExpectResult) -> str:
-    counts = result.part(OUTCOME)
-    return f"{result.recipe} on {result.profile}: {result.status.upper()} -- " + \
-        _part_line("outcome", result.outcome_status, counts).removeprefix("outcome: ")
+    """The verdict in one line, both parts: what `rlrecipes report` prints (the checks are in its report.md)."""
+    outcome = _part_line("outcome", result.outcome_status, result.part(OUTCOME)).removeprefix("outcome: ")
+    cost = cost_phrase(result.cost_status, result.strict, result.gpu, result.reference_gpus)
+    return f"{result.recipe} on {result.profile}: {result.status.upper()} -- outcome {outcome.lower()}; cost {cost}"
 
 
 def print_table(result: ExpectResult) -> None:

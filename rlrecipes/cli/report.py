@@ -80,10 +80,10 @@ def report(args: argparse.Namespace) -> int:
             data["expect"] = expected.as_dict()
         paths = {key: out / path.name for key, path in write_report(data, work).items()}
     _print_summary(title, headline_rows(data["headline"]), paths, len(plots), data["warnings"])
-    if expected is not None:
-        from rlrecipes.after.expect import print_table
+    if expected is not None:  # one line: `rlrecipes expect` prints the checks (make reproduce runs it next)
+        from rlrecipes.after.expect import verdict_line
 
-        print_table(expected)
+        print(f"expected result: {verdict_line(expected)} (each check: {paths['md']})")
     return 0
 
 

@@ -164,13 +164,11 @@ def render_markdown(report: dict) -> str:
 def expect_section(result: dict) -> list[str]:
     """The contract table of `rlrecipes expect` (its as_dict()), as Markdown lines."""
     from rlrecipes.after.expect import TABLE_HEADER
-    from rlrecipes.after.verdict import why_not_compared
+    from rlrecipes.after.verdict import cost_phrase
 
     outcome, cost = result["outcome"], result["cost"]
     counts = outcome["counts"]
-    cost_text = ("not compared" + why_not_compared(result.get("gpu"), result.get("reference_gpus", ()))
-                 if cost["status"] == "not measured" else
-                 f"{cost['status']}" + (", counted (--strict)" if result["strict"] else ", shown only"))
+    cost_text = cost_phrase(cost["status"], result["strict"], result.get("gpu"), result.get("reference_gpus", ()))
     lines = [f"{result['recipe']} on `{result['profile']}`: **{result['status'].upper()}** -- outcome "
              f"{outcome['status']} ({counts['met']} met, {counts['missed']} missed, {counts['not measured']} not "
              f"measured); cost {cost_text}", ""]

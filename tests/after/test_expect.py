@@ -212,6 +212,12 @@ def test_report_shows_the_same_table(capsys, tmp_path):
         (out / "report.html").read_text()
     expect = json.loads((out / "summary.json").read_text())["expect"]
     assert (expect["status"], expect["outcome"]["status"], expect["cost"]["status"]) == (MET, MET, MISSED)
+    # on the terminal, the verdict in one line -- the same words as report.md's, its checks left to report.md and
+    # to `rlrecipes expect` (which make reproduce runs right after: printing them here too doubled them)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == (f"expected result: {GRPO} on a100-80gb: MET -- outcome met (6 met, 0 missed, 1 not "
+                           f"measured); cost missed, shown only (each check: {out / 'report.md'})")
+    assert not any(line.startswith(("verdict:", "outcome:", "  met ", "  missed ")) for line in printed)
     # without a profile: no contract table
     plain = tmp_path / "plain"
     assert main(["report", str(FIX / "slow" / GRPO), "--out", str(plain)]) == 0
