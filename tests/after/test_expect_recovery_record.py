@@ -70,6 +70,16 @@ def test_the_run_after_the_filled_volume_reads_as_the_record_quotes_it(capsys):
         assert quoted in doc, quoted
 
 
+def rejudged(capsys, sitting: Path) -> tuple[int, dict]:
+    """`rlrecipes expect` on a sitting's raw logs and eval summary (one H100), held to the `expect.json` the run
+    itself wrote: the verdict re-judged from the record is the one `make reproduce` printed."""
+    code = main(["expect", str(sitting / "logs"), "--recipe", "canary-grpo-lora", "--profile", "any-1gpu-hopper",
+                 "--eval", str(sitting / "eval"), "--gpu", "NVIDIA H100 80GB HBM3", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["checks"] == json.loads((sitting / "logs" / "expect.json").read_text())["checks"]
+    return code, result
+
+
 SEED1 = RUN.parents[1] / "recovery-faults-hopper-4"
 
 
@@ -77,11 +87,8 @@ def test_the_run_to_its_verdict_after_the_kill_reads_as_the_record_quotes_it(cap
     """The fifth sitting (seed 1, the vLLM engine killed after checkpoint 30, the same command relaunching
     itself, one H100): the recovery's checks met, the learning checks missed, the cost not compared with the H200
     references -- the verdict `make reproduce` wrote, and the figures docs/bench/gpu-reliability.md quotes."""
-    code = main(["expect", str(SEED1 / "logs"), "--recipe", "canary-grpo-lora", "--profile", "any-1gpu-hopper",
-                 "--eval", str(SEED1 / "eval"), "--gpu", "NVIDIA H100 80GB HBM3", "--json"])
-    result = json.loads(capsys.readouterr().out)
-    written = json.loads((SEED1 / "logs" / "expect.json").read_text())
-    assert result["checks"] == written["checks"] and code == 1
+    code, result = rejudged(capsys, SEED1)
+    assert code == 1
     values = {c["name"].split(" (")[0]: (c["status"], c["value"]) for c in result["outcome"]["checks"]}
     assert values["training steps"] == ("met", "step 60 of 60")
     assert values["accuracy before training"] == ("missed", "0.0957 at step 0 (7 validations)")
@@ -129,11 +136,8 @@ def test_the_shipped_seeds_run_after_the_kill_is_met_as_the_record_quotes_it(cap
     """The sixth sitting (the shipped seed's assets, the vLLM engine killed after checkpoint 30, the same command
     relaunching itself, one H100): every outcome check met, the cost not compared with the H200 references -- the
     verdict `make reproduce` wrote, and the figures docs/bench/gpu-reliability.md quotes."""
-    code = main(["expect", str(SEED0 / "logs"), "--recipe", "canary-grpo-lora", "--profile", "any-1gpu-hopper",
-                 "--eval", str(SEED0 / "eval"), "--gpu", "NVIDIA H100 80GB HBM3", "--json"])
-    result = json.loads(capsys.readouterr().out)
-    written = json.loads((SEED0 / "logs" / "expect.json").read_text())
-    assert result["checks"] == written["checks"] and code == 0
+    code, result = rejudged(capsys, SEED0)
+    assert code == 0
     assert result["outcome"]["counts"] == {"met": 8, "missed": 0, "not measured": 0}
     values = {c["name"].split(" (")[0]: c["value"] for c in result["outcome"]["checks"]}
     assert values["accuracy before training"] == "0.2207 at step 0 (7 validations)"
@@ -177,11 +181,8 @@ def test_the_run_through_the_full_volume_is_met_as_the_record_quotes_it(capsys):
     assert "train failed (exit 1) with the checkpoint volume full" in first
     assert "then run the same command: it goes on from the checkpoint of step 5" in first
     assert "[reproduce] assets: done before (exit 0); skipped" in (FULL / "attempt-2.log").read_text(errors="replace")
-    code = main(["expect", str(FULL / "logs"), "--recipe", "canary-grpo-lora", "--profile", "any-1gpu-hopper",
-                 "--eval", str(FULL / "eval"), "--gpu", "NVIDIA H100 80GB HBM3", "--json"])
-    result = json.loads(capsys.readouterr().out)
-    written = json.loads((FULL / "logs" / "expect.json").read_text())
-    assert result["checks"] == written["checks"] and code == 0
+    code, result = rejudged(capsys, FULL)
+    assert code == 0
     assert result["outcome"]["counts"] == {"met": 8, "missed": 0, "not measured": 0}
     values = {c["name"].split(" (")[0]: c["value"] for c in result["outcome"]["checks"]}
     assert values["accuracy before training"] == "0.2207 at step 0 (8 validations)"
