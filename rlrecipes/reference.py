@@ -37,6 +37,10 @@ class Throughput:
     config: tuple[tuple[str, object], ...] = ()  # config values it was measured with (see the module doc)
     metrics: str = ""              # the recorded run's verl metrics JSONL (see the module doc); "" where none
     console: str = ""              # its console log where it is not `console-<stamp>.log` beside the metrics file
+    # later runs of the same recipe on the same profile, each on a host of its own: (their log folder, the GPU
+    # model they ran on). Not the figure -- its settings or host differ -- but what a step cost elsewhere: the
+    # plan shows their range beside it (a canary's step is overhead, and overhead is the host's)
+    hosts: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,10 @@ THROUGHPUTS: tuple[Throughput, ...] = (
                     "reproduce` from nothing): the steady mean of timing_s/step over its 53 training steps without "
                     "validation, step 1 left out; responses as the model wrote them (~50 tokens of 64)",
         source=CANARY_HOPPER_METRICS, gpu="NVIDIA H200", metrics=CANARY_HOPPER_METRICS,
+        # the fifth to seventh recovery sittings (docs/bench/gpu-reliability.md): `make reproduce` with the profile
+        # as shipped since the third lever sitting, one H100 host each, a fault and the same command again
+        hosts=tuple((f"docs/bench/gpu-data/recovery-faults-hopper-{n}/logs", "NVIDIA H100 80GB HBM3")
+                    for n in (4, 5, 6)),
     ),
 )
 

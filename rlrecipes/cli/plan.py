@@ -169,6 +169,12 @@ def time_rows(t: TimeEstimate, total_steps: int | None) -> list[tuple[str, str]]
         if recorded is not None and poll < recorded:
             origin += (f"; the record was timed polling every {recorded:g} s, so this run's generations may "
                        f"each end up to {recorded - poll:g} s sooner than the figures above")
+    if t.hosts:
+        steps = [h["seconds_per_step"] for h in t.hosts]
+        gpus = sorted({h["gpu"] for h in t.hosts})
+        origin += (f"; on other hosts the same recipe and profile took {min(steps):.2f}-{max(steps):.2f} s/step "
+                   f"({len(steps)} run(s), one host each: {', '.join(gpus)}; `plan --json`, time.hosts): a step's "
+                   "time is the host's as much as the settings' (docs/bench/gpu-overhead.md)")
     rows.append(("time, measured", origin))
     if t.phases or t.mfu:
         shown = ", ".join(f"{name} {v['median_s']:.2f}" for name, v in t.phases.items())

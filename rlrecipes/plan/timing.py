@@ -54,6 +54,21 @@ def recorded_run(t: Throughput) -> RecordedRun | str:
         startup_seconds=startup[0], startup_from=startup[1])
 
 
+def other_hosts(t: Throughput) -> tuple[dict, ...]:
+    """The figure's runs on other hosts (Throughput.hosts), each as the figure itself is taken -- the steady mean of
+    timing_s/step (rlrecipes.verl.run_metrics.steady_step_times, as `rlrecipes expect` weighs s/step): {source,
+    gpu, seconds_per_step, steps}. A folder not in this install (an image without docs/) is left out."""
+    found = []
+    for folder, gpu in t.hosts:
+        path = repo_root() / folder
+        if not path.is_dir():
+            continue
+        _, ys = steady_step_times(load_run(path))
+        if ys:
+            found.append({"source": folder, "gpu": gpu, "seconds_per_step": sum(ys) / len(ys), "steps": len(ys)})
+    return tuple(found)
+
+
 def validation_count(total_steps: int, test_freq: int, val_before_train: bool) -> int:
     """The validations verl runs in a run of `total_steps` (ray_trainer.fit): one before training when
     val_before_train, then at every test_freq-th step and at the last step (once where they coincide)."""
@@ -100,6 +115,7 @@ class TimeEstimate:
     mfu: dict                             # perf/mfu/* -> {median, steps, source}
     generation_poll_s: float | None = None  # this run's replay-buffer poll (verl 0.9's V1 trainer); None: none
     recorded_poll_s: float | None = None    # the poll the records were timed with (verl's own: no record set another)
+    hosts: tuple[dict, ...] = ()            # the same recipe and profile on other hosts (other_hosts)
 
 
 def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], object], n_gpus: int,
@@ -155,4 +171,4 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
         high_total_seconds=per_step * total_steps + extra if total_steps else None,
         record=rec.source if isinstance(rec, RecordedRun) else rec,
         phases=phases, mfu=rec.mfu if isinstance(rec, RecordedRun) else {}, generation_poll_s=generation_poll_s,
-        recorded_poll_s=recorded_poll_s)
+        recorded_poll_s=recorded_poll_s, hosts=other_hosts(t) if t.recipe == recipe else ())

@@ -340,3 +340,30 @@ def test_a_fixture_record_gives_the_range_from_its_own_metrics(tmp_path, monkeyp
     # a run whose maximum is below the recorded mean gets no lower figure than its maximum's
     short = timing.estimate_time(GRPO, "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused, 1, 1, 20, 100, 5)
     assert short.low_seconds_per_step == pytest.approx(short.seconds_per_step)
+
+
+def test_plan_shows_what_the_canarys_step_cost_on_other_hosts(capsys):
+    """The canary's figure is one H200 host's; its later runs on three H100 hosts (the recovery sittings) took 1x-2x
+    that a step with the same recipe and profile. plan shows their range beside the figure, each run's s/step the
+    one its own `expect.json` reported (one statistic, not a second reading of the same logs)."""
+    time = plan_time("any-1gpu-hopper", recipe=CANARY)
+    hosts = time["hosts"]
+    assert [h["source"].split("/")[3] for h in hosts] == [f"recovery-faults-hopper-{n}" for n in (4, 5, 6)]
+    for host in hosts:
+        written = json.loads((REPO / host["source"] / "expect.json").read_text())
+        (step,) = [c for c in written["checks"] if c["name"].startswith("s/step")]
+        assert step["value"] == f"{host['seconds_per_step']:.2f} s ({host['steps']} steps)"
+        assert host["gpu"] == written["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert main(["plan", CANARY, "--profile", "any-1gpu-hopper"]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert ("on other hosts the same recipe and profile took 5.30-9.59 s/step (3 run(s), one host each: NVIDIA H100 "
+            "80GB HBM3;") in out
+    hardware = " ".join((REPO / "docs" / "hardware.md").read_text().split())
+    assert "**5.30-9.59 s/step** for the canary" in hardware  # the same range, quoted
+    # another recipe on a record of the canary's model size has no hosts of its own; nor has a record without any
+    assert plan_time("h200-141gb")["hosts"] == ()
+    # a host folder this install lacks (an image without docs/) is left out, not an error
+    t = dataclasses.replace(reference.record("h200-canary-grpo-lora-hopper-step"),
+                            hosts=(("docs/bench/gpu-data/no-such-run/logs", "NVIDIA H100 80GB HBM3"),
+                                   (hosts[0]["source"], hosts[0]["gpu"])))
+    assert [h["source"] for h in timing.other_hosts(t)] == [hosts[0]["source"]]
