@@ -158,7 +158,7 @@ def read_watchdog_budget(ckpt_root: str | os.PathLike) -> dict | None:
         except (OSError, ValueError):
             continue
         policy, budget = status.get("policy") or {}, status.get("budget") or {}
-        return {"status": str(path), "quota_bytes": policy.get("quota_bytes"),
+        return {"status": str(path), "quota_bytes": policy.get("quota_bytes"), "keep_last": policy.get("keep_last"),
                 "min_free_bytes": policy.get("min_free_bytes"), "root_bytes": status.get("root_bytes"),
                 "room_bytes": budget.get("room_bytes")}
     return None

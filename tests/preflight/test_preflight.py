@@ -260,6 +260,38 @@ def test_disk_passes_with_room_and_counts_existing_checkpoints(tmp_path):
     assert checks_by_name(no_saves, inv("a100-80gb-x4"), host_for(no_saves, free=GIB))["disk"].status == "pass"
 
 
+def _checkpoint_term(check) -> str:
+    """The checkpoints' term of the disk check's "needs ..." message: 'what) SIZE'."""
+    import re
+
+    return re.search(r"checkpoints \((.*\) [\d.]+ \S+) \+ base model", check.message)[1]
+
+
+@pytest.mark.parametrize("watchdog_keep, held", [(None, 2), (1, 1), (2, 2)])
+def test_disk_counts_the_checkpoints_a_resume_leaves_behind(tmp_path, watchdog_keep, held):
+    """A resume: verl prunes only what its own launch saved, so a checkpoint an earlier launch wrote stays beside the
+    new ones (seen on the GPU: docs/bench/gpu-reliability.md, the seventh sitting) -- unless the watchdog's
+    --keep-last removes it. The canary keeps 1: without the watchdog the disk holds the old one, the kept one and the
+    one in flight (3); with --keep-last 1 or 2, 1 or 2 besides the one in flight. The check asks for that much more
+    than is on disk (before: the old one was counted as one of the kept, and the resume was short by one)."""
+    from rlrecipes.fsutil import human_bytes
+    from rlrecipes.plan.plan import build_plan
+
+    run = run_for(tmp_path, "canary-grpo-lora", "any-1gpu-hopper")
+    one = build_plan(run).checkpoints.bytes_per_checkpoint
+    step = run.ckpt_dir / "global_step_30" / "actor"
+    step.mkdir(parents=True)
+    (step / "model_world_size_1_rank_0.pt").write_bytes(b"\1" * one)
+    watchdog = None if watchdog_keep is None else {"status": "ckpt/.watchdog/status.json", "root_bytes": None,
+                                                    "quota_bytes": None, "keep_last": watchdog_keep}
+    disk = checks_by_name(run, inv("h100-x8"), host_for(run, watchdog=watchdog))["disk"]
+    on_disk = sum(f.stat().st_blocks * 512 for f in step.iterdir())
+    term = _checkpoint_term(disk)
+    assert term.endswith(f") {human_bytes((held + 1) * one - on_disk)}"), term  # held, and the one in flight
+    assert ("1 already on disk, which stay: verl prunes only what this launch saves" in term if watchdog_keep is None
+            else f"1 already on disk (the watchdog keeps the last {watchdog_keep})" in term)
+
+
 def test_tracker_states(tmp_path):
     run = run_for(tmp_path, PPO)
     host = host_for(run)

@@ -59,10 +59,16 @@ def check_disk(ctx: Context) -> Check:
     needs: dict[str, list[tuple[str, float]]] = {}  # path key -> [(what, bytes)]
     if one and saves:
         existing, existing_n = _existing_checkpoint_bytes(run.ckpt_dir)
-        ckpt_need = max(0.0, (kept + 1) * one - existing)
+        # verl prunes only what this launch saved (its list is in memory): the checkpoints already on disk stay
+        # beside the new ones, unless the watchdog's --keep-last removes them (seen on the GPU: the step a first
+        # launch saved outlived every later one: docs/bench/gpu-reliability.md, the seventh sitting)
+        watchdog_keep = (host.watchdog or {}).get("keep_last")
+        held = existing_n + kept if not watchdog_keep else min(int(watchdog_keep), existing_n + kept)
+        ckpt_need = max(0.0, (max(held, existing_n) + 1) * one - existing)
         label = f"{kept} kept + 1 in flight x {human_bytes(one)}"
         if existing_n:
-            label += f", {existing_n} already on disk"
+            label += (f", {existing_n} already on disk (the watchdog keeps the last {watchdog_keep})" if watchdog_keep
+                      else f", {existing_n} already on disk, which stay: verl prunes only what this launch saves")
         needs.setdefault(str(run.ckpt_dir), []).append((f"checkpoints ({label})", ckpt_need))
     arch = architecture(run)
     if not _model_present(run.model_path) and arch is not None:
