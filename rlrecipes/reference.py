@@ -264,6 +264,29 @@ REFERENCE_CURVES: dict[str, ReferenceCurve] = {
 }
 
 
+# A recipe's curve on one profile where that profile's stack has its own recorded run: a run is drawn against the
+# run of its own stack and settings (the Hopper canary runs 60 steps of verl 0.9.1 with vLLM; g3e4 above ran 100 of
+# verl 0.5.0 with HF generate), the recipe's curve above where its profile has none.
+PROFILE_CURVES: dict[tuple[str, str], ReferenceCurve] = {
+    ("canary-grpo-lora", "any-1gpu-hopper"): ReferenceCurve(
+        key="h200-canary-grpo-lora-hopper", recipe="canary-grpo-lora",
+        points=((0, 0.220703125), (10, 0.37109375), (20, 0.400390625), (30, 0.419921875), (40, 0.412109375),
+                (50, 0.416015625), (60, 0.46875)),
+        what="this recipe on any-1gpu-hopper on one H200 (verl 0.9.1, vLLM rollout, bf16), the shipped run: 512 "
+             "held-out problems",
+        source="docs/bench/gpu-canary.md", log=CANARY_HOPPER_METRICS,
+    ),
+}
+
+
+def reference_curve(recipe: str | None, profile: str | None = None) -> ReferenceCurve | None:
+    """The curve a run of `recipe` on `profile` is drawn against: its profile's own where one is recorded, else
+    the recipe's; None for a recipe with neither."""
+    if recipe is None:
+        return None
+    return PROFILE_CURVES.get((recipe, profile or "")) or REFERENCE_CURVES.get(recipe)
+
+
 def record(key: str) -> Throughput | MeasuredMemory | ReferenceAccuracy | None:
     """The record named `key` (a throughput, a memory measurement or an accuracy), or None."""
     for item in (*THROUGHPUTS, *MEASURED_MEMORY):

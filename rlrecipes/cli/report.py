@@ -23,7 +23,8 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipe", help="the recipe the run trained, for its published reference accuracy "
                                          "(default: the run directory's name when it names a shipped recipe)")
     parser.add_argument("--profile", help="the profile it ran on: with the recipe, adds the table of its expect: "
-                                          "block (`rlrecipes expect`)")
+                                          "block (`rlrecipes expect`) and draws the recorded run of that profile's "
+                                          "stack as the reference curve, where there is one")
     parser.add_argument("--gpu", metavar="NAME",
                         help="with --profile: the GPU model the run ran on, as nvidia-smi names it (as for `rlrecipes "
                              "expect`): a cost is compared only with a reference measured on that model")
@@ -64,9 +65,9 @@ def report(args: argparse.Namespace) -> int:
         summary = load_summary(args.eval)
         eval_header, eval_rows = summary_cells(summary)
         fast_header, fast_rows = fast_eval_cells(summary)
-    from rlrecipes.reference import REFERENCE_CURVES
+    from rlrecipes.reference import reference_curve
 
-    curve = REFERENCE_CURVES.get(recipe) if recipe else None
+    curve = reference_curve(recipe, args.profile)
     claim = claim_output(out, "report")  # one report per --out; what a killed one left beside it removed
     with claim, atomic_dir(out) as work:
         plots, missing = write_plots(run, work, curve)

@@ -452,6 +452,35 @@ def test_each_reference_curve_is_its_record():
             assert all(y in (published.before, published.accuracy) for _, y in curve.points)
 
 
+def test_a_profiles_own_curve_is_its_record_and_a_run_on_it_is_drawn_against_it(tmp_path, capsys):
+    """A profile whose stack has its own recorded run of the recipe gets that run as its curve (the Hopper canary:
+    60 steps of verl 0.9.1 with vLLM), read from the record as `report` reads any log; a run on another profile,
+    or a report without --profile, keeps the recipe's."""
+    import json
+
+    from rlrecipes.cli import main
+    from rlrecipes.recipe.load import load_recipe
+    from rlrecipes.reference import PROFILE_CURVES, REFERENCE_CURVES, reference_curve
+
+    for (recipe, profile), curve in PROFILE_CURVES.items():
+        assert curve.recipe == recipe and profile in load_recipe(recipe).profiles
+        run = load_run(None, [str(REPO_ROOT / curve.log)])
+        assert tuple(zip(*run.series("val-aux/openai/gsm8k/reward/mean@1"))) == curve.points, (recipe, profile)
+        assert (REPO_ROOT / curve.source).is_file() and curve.key not in {c.key for c in REFERENCE_CURVES.values()}
+    hopper = PROFILE_CURVES[("canary-grpo-lora", "any-1gpu-hopper")]
+    assert reference_curve("canary-grpo-lora", "any-1gpu-hopper") is hopper
+    assert reference_curve("canary-grpo-lora", "any-1gpu") is REFERENCE_CURVES["canary-grpo-lora"]
+    assert reference_curve("canary-grpo-lora") is REFERENCE_CURVES["canary-grpo-lora"]
+    assert reference_curve("smoke-ppo", "any-1gpu-hopper") is None and reference_curve(None) is None
+    logs = REPO_ROOT / "docs" / "bench" / "gpu-data" / "recovery-faults-hopper-6" / "logs"
+    shown = {}
+    for name, extra in (("hopper", ["--profile", "any-1gpu-hopper"]), ("plain", [])):
+        assert main(["report", str(logs), "--recipe", "canary-grpo-lora", "--out", str(tmp_path / name), *extra]) == 0
+        shown[name] = json.loads((tmp_path / name / "summary.json").read_text())["headline"]["reference_curve"]
+    capsys.readouterr()
+    assert shown == {"hopper": hopper.key, "plain": REFERENCE_CURVES["canary-grpo-lora"].key}
+
+
 def test_the_reference_is_drawn_in_the_validation_plot_only():
     import matplotlib
 
