@@ -13,7 +13,7 @@ from rlrecipes import reference
 from rlrecipes.reference import same_gpu
 from rlrecipes.after.verdict import COST, MET, MISSED, NOT_MEASURED, Check, RunFacts
 from rlrecipes.recipe.expect_schema import STARTUP, Figure, NotMeasured, ProfileExpect
-from rlrecipes.verl.run_metrics import steady_step_times
+from rlrecipes.verl.run_metrics import steady_step_mean, steady_step_times
 from rlrecipes.verl.startup import Startup, run_startups
 
 
@@ -44,11 +44,11 @@ def _measured_cost(kind: str, figure: Figure, run, startups: list[Startup]) -> t
     if kind == "startup":
         return _measured_startup(startups)
     if kind == "seconds":
-        _, ys = steady_step_times(run)
-        if not ys:
+        steady = steady_step_mean(run)
+        if steady is None:
             return "no steady-state step logged"
-        mean = sum(ys) / len(ys)
-        return mean, f"{mean:.2f} s ({len(ys)} steps)", "s"
+        mean, steps = steady
+        return mean, f"{mean:.2f} s ({steps} steps)", "s"
     xs, ys = run.series(figure.metric)
     if not ys:
         return f"{figure.metric} not logged"

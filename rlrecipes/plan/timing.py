@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from rlrecipes.paths import repo_root
 from rlrecipes.reference import Throughput, same_gpu, step_seconds_at, throughput_for
-from rlrecipes.verl.run_metrics import load_run, phase_medians, steady_step_times
+from rlrecipes.verl.run_metrics import load_run, phase_medians, steady_step_mean, steady_step_times
 from rlrecipes.verl.startup import read_startup, run_startups
 
 
@@ -56,16 +56,14 @@ def recorded_run(t: Throughput) -> RecordedRun | str:
 
 def other_hosts(t: Throughput) -> tuple[dict, ...]:
     """The figure's runs on other hosts (Throughput.hosts), each as the figure itself is taken -- the steady mean of
-    timing_s/step (rlrecipes.verl.run_metrics.steady_step_times, as `rlrecipes expect` weighs s/step): {source,
+    timing_s/step (rlrecipes.verl.run_metrics.steady_step_mean, as `rlrecipes expect` weighs s/step): {source,
     gpu, seconds_per_step, steps}. A folder not in this install (an image without docs/) is left out."""
     found = []
     for folder, gpu in t.hosts:
         path = repo_root() / folder
-        if not path.is_dir():
-            continue
-        _, ys = steady_step_times(load_run(path))
-        if ys:
-            found.append({"source": folder, "gpu": gpu, "seconds_per_step": sum(ys) / len(ys), "steps": len(ys)})
+        steady = steady_step_mean(load_run(path)) if path.is_dir() else None
+        if steady is not None:
+            found.append({"source": folder, "gpu": gpu, "seconds_per_step": steady[0], "steps": steady[1]})
     return tuple(found)
 
 

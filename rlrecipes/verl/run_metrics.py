@@ -294,6 +294,13 @@ def steady_step_times(run: RunMetrics) -> tuple[list[int], list[float]]:
     return [x for x, _ in kept], [y for _, y in kept]
 
 
+def steady_step_mean(run: RunMetrics) -> tuple[float, int] | None:
+    """The mean of the steady-state step times (steady_step_times) and how many steps it is over; None where the
+    run logged none. The one s/step statistic: `expect` weighs a run's cost by it, `plan` a record's other hosts."""
+    _, ys = steady_step_times(run)
+    return (sum(ys) / len(ys), len(ys)) if ys else None
+
+
 def phase_medians(run: RunMetrics) -> dict:
     """Each phase's median seconds and each MFU's median over the steps that logged it, a launch's first timed
     step left out where other steps logged the same key: {"phases": {name: {metric, median_s, steps}},
