@@ -63,8 +63,10 @@ def check_disk(ctx: Context) -> Check:
         # beside the new ones, unless the watchdog's --keep-last removes them (seen on the GPU: the step a first
         # launch saved outlived every later one: docs/bench/gpu-reliability.md, the seventh sitting)
         watchdog_keep = (host.watchdog or {}).get("keep_last")
-        held = existing_n + kept if not watchdog_keep else min(int(watchdog_keep), existing_n + kept)
-        ckpt_need = max(0.0, (max(held, existing_n) + 1) * one - existing)
+        held = existing_n + kept
+        if watchdog_keep:  # its --keep-last prunes them, though not before the first new save is whole
+            held = max(existing_n, min(int(watchdog_keep), held))
+        ckpt_need = max(0.0, (held + 1) * one - existing)
         label = f"{kept} kept + 1 in flight x {human_bytes(one)}"
         if existing_n:
             label += (f", {existing_n} already on disk (the watchdog keeps the last {watchdog_keep})" if watchdog_keep
