@@ -15,7 +15,22 @@ cp /root/w/out/timeline.txt "$RESULTS/" 2>/dev/null
 logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs seeds/logs \
   $(cd /root/w 2>/dev/null && ls -d levers/logs-* 2>/dev/null); do [ -d "/root/w/$d" ] && logs+=("$d"); done
 tar -czf "$RESULTS/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
-  --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' out "${logs[@]}" 2>/dev/null
+  --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' --exclude='trace' \
+  out "${logs[@]}" 2>/dev/null
+# torch profiler traces (startup_levers.sh's `profile`: already gzipped, possibly large) travel beside the tarball
+# in a tar of their own, with torch_trace.py's reading of each made here, so that a trace too large to bring back
+# still leaves its figures
+traces=$(cd /root/w && find out -path '*/trace/*.json.gz' 2>/dev/null | sort)
+if [ -n "$traces" ]; then
+  for t in $traces; do
+    echo "== $t ($(stat -c %s "/root/w/$t") bytes)"; python3 benchmarks/gpu/torch_trace.py "/root/w/$t" --top 12
+  done > "$RESULTS/torch-trace.txt" 2>&1
+  # shellcheck disable=SC2086  # one path a word
+  tar -cf "$RESULTS/profile-traces.tar" -C /root/w $traces
+  [ "$(stat -c %s "$RESULTS/profile-traces.tar")" -le $((40 * 1024 * 1024)) ] \
+    || { echo "profile-traces.tar over 40 MiB: left on the host, torch-trace.txt holds its figures"
+         rm -f "$RESULTS/profile-traces.tar"; }
+fi
 [ -f /root/w/out/DONE ] && echo "job finished" || echo "job still running after ${LIMIT}s"
 for f in /root/w/out/phase-peaks.txt /root/w/out/vllm-alone-*.json /root/w/out/gen-split.json \
          /root/w/out/variant/gen-split.json; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
