@@ -51,6 +51,28 @@ def test_stages_their_outermost_operators_and_the_python_between(verl_python, tm
     assert printed.startswith("actor_compute_log_prob: ") and "5 x  aten::matmul" in printed
 
 
+def test_the_slim_copy_keeps_the_stages_figures_and_the_window(verl_python, tmp_path):
+    """`--slim` keeps the markers, the outermost operators and the GPU activity: the stages read back as from the
+    full trace, the window names the main thread's top-level stages (not the nested ones) in order."""
+    trace, slim = tmp_path / "actor_step4.json.gz", tmp_path / "slim.json.gz"
+    proc = subprocess.run([str(verl_python("0.9.1")), "-c", TRACE, str(trace)], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    module = script_module("benchmarks/gpu/torch_trace.py")
+    full = module.load(trace)
+    printed = subprocess.run(["python3", str(SCRIPT), str(trace), "--slim", str(slim)], capture_output=True,
+                             text=True, check=True).stdout
+    kept = module.load(slim)
+    assert len(kept) < len(full) and not any(e.get("name") == "aten::mm" for e in kept)  # inside matmul: dropped
+    assert module.stages(kept) == module.stages(full)
+    assert module.window(kept) == module.window(full)
+    window = module.window(full)
+    assert [w["stage"] for w in window["stages"]] == ["actor_compute_log_prob", "actor_update"]
+    assert window["span_s"] >= window["stages_s"] >= 0.2
+    assert printed.splitlines()[-1].startswith("window: ") and "actor_compute_log_prob 0." in printed.splitlines()[-1]
+    assert not (tmp_path / "slim.json.gz.tmp").exists()
+
+
 def test_a_file_without_trace_events_is_refused(tmp_path):
     bad = tmp_path / "t.json"
     bad.write_text("[]")
