@@ -57,6 +57,15 @@
 #   reward2        reward.num_workers=2: two reward-loop workers (Ray actors) instead of verl's 8, started while the
 #                  vLLM server's actor starts; the 512 scores of a step (4 ms each) through two. Against
 #                  shipped-warm
+#   micro512       the step's 512 responses in one micro batch for the update, the old and the reference
+#                  log-probs (the recipe: 128 and 256, so 4 + 2 + 2 passes). The profiled step (`profile`, fifth
+#                  sitting) spent 0.14-0.18 s a micro batch, 7-12 ms of it GPU kernels: the rest is per-pass CPU
+#                  work, which fewer passes save. A step lever, against shipped-warm; the loss sums the same
+#                  tokens in another order, so its rollout-trainer agreement is read as well (a learning claim
+#                  needs the canary's contract, not this launch)
+#   profile-stack  `profile` with Python's call stacks (verl's tool_config contents `stack`: torch's with_stack):
+#                  what the worker's main thread runs outside torch operators -- 0.10-0.12 s of each micro
+#                  batch and the worker calls' time outside their stages. Not a lever
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
@@ -97,11 +106,19 @@ set_lever() {
     graphs) extra=('actor_rollout_ref.rollout.cudagraph_capture_sizes=[1,2,4,8,16,32,64,128,256,512]'
                    +actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_specialize_lora=false) ;;
     reward2) extra=(reward.num_workers=2) ;;
+    micro512) extra=(actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=512
+                     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=512
+                     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=512) ;;
+    profile-stack) extra=(global_profiler.tool=torch 'global_profiler.steps=[4]'
+                          global_profiler.save_path=/root/w/out/levers/profile-stack/trace
+                          actor_rollout_ref.actor.profiler.enable=True actor_rollout_ref.actor.profiler.all_ranks=True
+                          'actor_rollout_ref.actor.profiler.tool_config.torch.contents=[cpu,cuda,stack]') ;;
     *) return 2 ;;
   esac
 }
 # LEVERS's default: every lever, those not measured yet first
-DEFAULT_LEVERS="shipped-cold shipped-warm nocompile graphs reward2 profile eager vllm-cache-1 vllm-cache-2 timeline"
+DEFAULT_LEVERS="shipped-cold shipped-warm micro512 profile-stack nocompile graphs reward2 eager vllm-cache-1"
+DEFAULT_LEVERS+=" vllm-cache-2 profile timeline"
 DEFAULT_LEVERS+=" awake lean agents2 poll uni workers0"
 # --print [LEVER...]: each lever's whole ARGS of `make train` on one line, every lever of the default order without
 # names (tests validate them against verl 0.9.1's schema on a CPU host, so a misspelled key costs no GPU time);

@@ -321,7 +321,7 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())  # every lever, in the default order
     default = list(levers)
     assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2", "workers0", "uni", "timeline",
-            "profile", "nocompile", "graphs", "reward2"} <= set(default)
+            "profile", "nocompile", "graphs", "reward2", "micro512", "profile-stack"} <= set(default)
     named = subprocess.run(["bash", str(script), "--print", "uni", "eager"], capture_output=True, text=True, check=True)
     assert named.stdout.splitlines() == [f"uni {levers['uni']}", f"eager {levers['eager']}"]
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
@@ -364,6 +364,14 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     assert rollout["shipped-warm"]["cudagraph_capture_sizes"] is None
     assert results["reward2"].config["reward"]["num_workers"] == 2
     assert results["shipped-warm"].config["reward"]["num_workers"] == 8
+    # micro512: each of the three passes takes the step's 512 responses at once; the recipe takes 128 / 256 / 256
+    for name, expected in (("micro512", (512, 512, 512)), ("shipped-warm", (128, 256, 256))):
+        ref = results[name].config["actor_rollout_ref"]
+        assert (ref["actor"]["ppo_micro_batch_size_per_gpu"], ref["rollout"]["log_prob_micro_batch_size_per_gpu"],
+                ref["ref"]["log_prob_micro_batch_size_per_gpu"]) == expected, name
+    stacked = results["profile-stack"].config["actor_rollout_ref"]["actor"]["profiler"]["tool_config"]["torch"]
+    assert stacked["contents"] == ["cpu", "cuda", "stack"]
+    assert results["profile-stack"].config["global_profiler"]["save_path"].endswith("/profile-stack/trace")
     lean = results["lean"].config
     assert lean["transfer_queue"]["backend"]["SimpleStorage"]["num_data_storage_units"] == 1
     assert lean["ray_kwargs"]["ray_init"]["include_dashboard"] is False
