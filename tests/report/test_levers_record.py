@@ -201,7 +201,9 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
         "| `recovery-faults-hopper-6/logs/metrics-20261206T105209Z.jsonl`",
         "| `recovery-faults-hopper-6/logs/metrics-20261206T105624Z.jsonl`",
         "| `startup-levers-h100-3/levers/poll/metrics-20261205T235037Z.jsonl`",
-        "| `startup-levers-h100-4/levers/timeline/metrics-20261206T032923Z.jsonl`"]
+        "| `startup-levers-h100-4/levers/timeline/metrics-20261206T032923Z.jsonl`",
+        "| `startup-levers-h100-5/levers/shipped-cold/metrics-20261206T141959Z.jsonl`",
+        "| `startup-levers-h100-6/levers/profile/metrics-20261206T150647Z.jsonl`"]
 
 
 def test_the_shipped_polls_generations_are_quoted_from_their_rows():
@@ -217,7 +219,7 @@ def test_the_shipped_polls_generations_are_quoted_from_their_rows():
         times = [step.get("timing_s/step") for step in read_jsonl(log).steps.values()]
         medians.append(statistics.median([t for t in times if t is not None][1:]))  # the launch's first step out
     text = flat(OVERHEAD)
-    assert len(shipped) == 7 and len(medians) == 6
+    assert len(shipped) == 9 and len(medians) == 6
     assert f"took {min(after):.2f}-{max(after):.2f} s against the `poll` launch's 1.41-1.52 s" in text
     assert f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth to seventh sittings' six launches" in text
     # the seventh sitting's host alone: both launches' generations after step 1 and their median steps
@@ -381,3 +383,85 @@ def test_the_fourth_sitting_is_quoted_from_its_records():
     phases = {p.key: p.seconds for p in startup.phases}
     assert f"its rollout phase {phases['rollout']:.1f} s from Ray (datasets {phases['datasets']:.1f}, models " \
            f"{phases['models']:.1f}" in text
+
+
+# --------------------------------------------------------------------------- the fifth sitting (a profiled step)
+FIFTH = (RECORDS / "startup-levers-h100-5", RECORDS / "startup-levers-h100-6")
+PROFILED = FIFTH[1] / "levers" / "profile"
+
+
+def _torch_trace():
+    return script_module("benchmarks/gpu/torch_trace.py")
+
+
+def test_the_fifth_sittings_tables_are_what_the_scripts_print():
+    text = OVERHEAD.read_text()
+    for sitting in FIFTH:
+        assert _between(text, f"levers-table {sitting.name}") == _levers_table().table(sitting)
+        assert _between(text, f"levers-phases {sitting.name}") == _levers_table().phases_table(sitting)
+
+
+def test_the_profiled_step_is_quoted_from_its_trace_and_metrics():
+    """"The fifth sitting" quotes each stage of step 4 on the worker (wall, GPU kernels, operators, the time between
+    them, each micro batch) from the trace's slim copy, the driver's phases from the launch's metrics, and what
+    lies outside the worker's stages as their difference -- none typed by hand."""
+    module = _torch_trace()
+    events = module.load(next(PROFILED.glob("*.slim.json.gz")))
+    rows = module.stages(events)
+    window = module.window(events)
+    steps = read_jsonl(next(PROFILED.glob("metrics-*.jsonl"))).steps
+    step4 = {k.removeprefix("timing_s/"): v for k, v in steps[4].items() if k.startswith("timing_s/")}
+    text = flat(OVERHEAD)
+    stages = [r for r in rows if r["stage"] in ("actor_compute_log_prob", "actor_update")]
+    assert [r["stage"] for r in stages] == ["actor_compute_log_prob", "actor_compute_log_prob", "actor_update"]
+    micro = [r for r in rows if r["stage"].startswith("micro_batch")]
+    assert len(micro) == 8  # 2 + 2 + 4 passes
+    for stage, phase, batches in zip(stages, ("old_log_prob", "ref", "update_actor"), ((0, 2), (2, 4), (4, 8))):
+        mine = micro[slice(*batches)]
+        row = (f"| {step4[phase]:.2f} | {stage['wall_s']:.3f} | {stage['gpu_s']:.3f} | {stage['cpu_ops_s']:.3f} | "
+               f"{stage['outside_ops_s']:.3f} |")
+        assert row in text, row
+        label = {"old_log_prob": "old log-probs'", "ref": "reference's", "update_actor": "update's"}[phase]
+        outside_stage = f"{step4[phase] - stage['wall_s']:.2f} s of the {label} {step4[phase]:.2f} s"
+        assert outside_stage in text, outside_stage
+        if phase != "update_actor":
+            assert ", ".join(f"{m['wall_s']:.3f} ({m['gpu_s']:.3f})" for m in mine) in text
+        else:
+            assert ", ".join(f"{m['wall_s']:.3f}" for m in mine) + f" ({mine[0]['gpu_s']:.3f} each)" in text
+            assert len({round(m["gpu_s"], 3) for m in mine}) == 1
+    gpu = sum(s["gpu_s"] for s in stages)
+    driver = step4["old_log_prob"] + step4["ref"] + step4["update_actor"]
+    assert f"is {gpu:.3f} s" in text and f"of the {driver:.1f} s the driver" in text
+    walls, kernels = [m["wall_s"] for m in micro], [m["gpu_s"] for m in micro]
+    assert f"{min(walls):.2f}-{max(walls):.2f} s of CPU for {min(kernels) * 1e3:.0f}-{max(kernels) * 1e3:.0f} ms" \
+        in text
+    ops, between = [m["cpu_ops_s"] for m in micro], [m["outside_ops_s"] for m in micro]
+    assert f"{min(ops):.3f}-{max(ops):.3f} s are torch operators" in text
+    assert f"{min(between):.2f}-{max(between):.2f} s lie between them" in text
+    assert f"spans {window['span_s']:.2f} s" in text and f"operator in {window['stages_s']:.2f} s of it" in text
+    assert [w["stage"] for w in window["stages"]] == [s["stage"] for s in stages]
+    summary = flat(REPO / "docs" / "benchmarks.md")  # its row quotes the same figures
+    assert f"GPU kernels {gpu:.3f} s of the {driver:.1f} s" in summary
+    assert f"ran torch {window['stages_s']:.2f} of the {window['span_s']:.2f} s" in summary
+    assert f"{min(walls):.2f}-{max(walls):.2f} s of CPU for" in summary
+    # the neighbouring steps' phases, and step 4's seconds outside verl's timers (the profiler writing its trace)
+    others = [{k.removeprefix("timing_s/"): v for k, v in steps[n].items()} for n in (2, 3, 5)]
+    for phase in ("old_log_prob", "ref", "update_actor"):
+        values = [o[phase] for o in others]
+        assert f"{min(values):.2f}-{max(values):.2f}" in text, phase
+    outside = step4["step"] - sum(v for k, v in step4.items() if k != "step")
+    assert f"Step 4 took {step4['step']:.2f} s with the profiler** against {others[1]['step']:.2f} and " \
+           f"{others[2]['step']:.2f} s for steps 3 and 5: about {outside:.1f} s outside" in text
+
+
+def test_the_slim_trace_keeps_the_full_traces_figures_for_the_main_threads_stages():
+    """The full trace's reading, made on the GPU host (torch-trace.txt), gives the same figures for the worker's
+    stages and micro batches as the slim copy kept in the repository."""
+    module = _torch_trace()
+    host = (FIFTH[1] / "torch-trace.txt").read_text()
+    for row in module.stages(module.load(next(PROFILED.glob("*.slim.json.gz")))):
+        if row["stage"] in ("actor_compute_log_prob", "actor_update", "mini_batch0") or \
+                row["stage"].startswith("micro_batch"):
+            line = (f"{row['stage']}: {row['wall_s']:.3f} s wall, GPU kernels {row['gpu_s']:.3f} s, "
+                    f"outermost CPU operators {row['cpu_ops_s']:.3f} s, outside any operator {row['outside_ops_s']:.3f} s")
+            assert line in host, line
