@@ -41,35 +41,8 @@ def load(path: Path) -> list[dict]:
     return [e for e in events if e.get("ph") == "X" and "dur" in e]
 
 
-def _inside(event: dict, start: float, end: float) -> bool:
-    return start <= event["ts"] and event["ts"] + event["dur"] <= end + 1
-
-
-def stages(events: list[dict], top: int = 10) -> list[dict]:
-    """One row a `user_annotation` (verl's stage marker): wall, kernel time inside, the outermost CPU ops."""
-    marks = sorted((e for e in events if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
-    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
-    rows = []
-    for mark in marks:
-        start, end = mark["ts"], mark["ts"] + mark["dur"]
-        mine = [o for o in ops if o.get("tid") == mark.get("tid") and o.get("pid") == mark.get("pid")
-                and _inside(o, start, end)]
-        outer, reach = [], float("-inf")
-        for op in mine:  # sorted by start, longest first: an op that starts before the last outer one ends is inside
-            if op["ts"] >= reach:
-                outer.append(op)
-                reach = op["ts"] + op["dur"]
-        by_name: dict[str, list[float]] = defaultdict(list)
-        for op in outer:
-            by_name[op["name"]].append(op["dur"] / 1e6)
-        gpu = sum(k["dur"] for k in kernels if _inside(k, start, end)) / 1e6
-        named = sorted(by_name.items(), key=lambda item: -sum(item[1]))
-        cpu = sum(sum(v) for v in by_name.values())
-        rows.append({"stage": mark["name"], "wall_s": mark["dur"] / 1e6, "gpu_s": gpu, "cpu_ops_s": cpu,
-                     "outside_ops_s": mark["dur"] / 1e6 - cpu,
-                     "top": [{"op": name, "calls": len(v), "total_s": sum(v)} for name, v in named[:top]]})
-    return rows
+# the trace's GPU activity: what a stage's "GPU kernels" sums, and what the slim copy keeps of the device side
+GPU = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def _outermost(events: list[dict]) -> list[dict]:
@@ -83,10 +56,36 @@ def _outermost(events: list[dict]) -> list[dict]:
     return outer
 
 
+def _inside(event: dict, start: float, end: float) -> bool:
+    return start <= event["ts"] and event["ts"] + event["dur"] <= end + 1
+
+
+def stages(events: list[dict], top: int = 10) -> list[dict]:
+    """One row a `user_annotation` (verl's stage marker): wall, kernel time inside, the outermost CPU ops."""
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    kernels = [e for e in events if e.get("cat") in GPU]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    rows = []
+    for mark in marks:
+        start, end = mark["ts"], mark["ts"] + mark["dur"]
+        mine = [o for o in ops if o.get("tid") == mark.get("tid") and o.get("pid") == mark.get("pid")
+                and _inside(o, start, end)]
+        by_name: dict[str, list[float]] = defaultdict(list)
+        for op in _outermost(mine):
+            by_name[op["name"]].append(op["dur"] / 1e6)
+        gpu = sum(k["dur"] for k in kernels if _inside(k, start, end)) / 1e6
+        named = sorted(by_name.items(), key=lambda item: -sum(item[1]))
+        cpu = sum(sum(v) for v in by_name.values())
+        rows.append({"stage": mark["name"], "wall_s": mark["dur"] / 1e6, "gpu_s": gpu, "cpu_ops_s": cpu,
+                     "outside_ops_s": mark["dur"] / 1e6 - cpu,
+                     "top": [{"op": name, "calls": len(v), "total_s": sum(v)} for name, v in named[:top]]})
+    return rows
+
+
 def window(events: list[dict]) -> dict:
     """The trace's span (over the events `slim` keeps), and the top-level stages on the thread of the longest stage
     marker (the worker's main thread): their seconds and where each starts."""
-    kept = [e for e in events if e.get("cat") in ("user_annotation", "cpu_op", "kernel", "gpu_memcpy", "gpu_memset")]
+    kept = [e for e in events if e.get("cat") in ("user_annotation", "cpu_op", *GPU)]
     start = min(e["ts"] for e in kept)
     span = (max(e["ts"] + e["dur"] for e in kept) - start) / 1e6
     marks = [e for e in kept if e.get("cat") == "user_annotation"]
@@ -99,8 +98,7 @@ def window(events: list[dict]) -> dict:
 
 def slim(events: list[dict]) -> list[dict]:
     """What `stages` and `window` read: the markers, each thread's outermost CPU operators, the GPU activity."""
-    gpu = [{k: v for k, v in e.items() if k != "args"} for e in events
-           if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    gpu = [{k: v for k, v in e.items() if k != "args"} for e in events if e.get("cat") in GPU]
     return ([e for e in events if e.get("cat") == "user_annotation"]
             + _outermost([e for e in events if e.get("cat") == "cpu_op"]) + gpu)
 
