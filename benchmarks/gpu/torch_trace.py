@@ -114,9 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         events = load(args.trace)
         if args.slim:
             tmp = args.slim.with_name(args.slim.name + ".tmp")
-            with gzip.open(tmp, "wt") as out:
-                json.dump({"traceEvents": slim(events)}, out)
-            tmp.replace(args.slim)
+            try:
+                with gzip.open(tmp, "wt") as out:
+                    json.dump({"traceEvents": slim(events)}, out)
+                tmp.replace(args.slim)
+            finally:  # nothing half-written left beside OUT (a folder there, a full disk)
+                tmp.unlink(missing_ok=True)
             events = load(args.slim)
         rows = stages(events, args.top)
     except (OSError, ValueError) as exc:

@@ -73,6 +73,18 @@ def test_the_slim_copy_keeps_the_stages_figures_and_the_window(verl_python, tmp_
     assert not (tmp_path / "slim.json.gz.tmp").exists()
 
 
+def test_a_slim_copy_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    """OUT a folder: the error names it in one line, exit 2, and no temporary file is left beside it."""
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "actor_update", '
+                     '"ts": 0, "dur": 10, "pid": 1, "tid": 1}]}')
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run(["python3", str(SCRIPT), str(trace), "--slim", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and str(out) in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "t.json"] and not any(out.iterdir())
+
+
 def test_a_file_without_trace_events_is_refused(tmp_path):
     bad = tmp_path / "t.json"
     bad.write_text("[]")
