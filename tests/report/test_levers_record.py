@@ -409,8 +409,8 @@ def test_the_profiled_step_is_quoted_from_its_trace_and_metrics():
     events = module.load(next(PROFILED.glob("*.slim.json.gz")))
     rows = module.stages(events)
     window = module.window(events)
-    steps = read_jsonl(next(PROFILED.glob("metrics-*.jsonl"))).steps
-    step4 = {k.removeprefix("timing_s/"): v for k, v in steps[4].items() if k.startswith("timing_s/")}
+    timings = _levers_table().timings(PROFILED)  # each step's verl timers, as the sitting's tables read them
+    step4 = timings[4]
     text = flat(OVERHEAD)
     stages = [r for r in rows if r["stage"] in ("actor_compute_log_prob", "actor_update")]
     assert [r["stage"] for r in stages] == ["actor_compute_log_prob", "actor_compute_log_prob", "actor_update"]
@@ -445,7 +445,7 @@ def test_the_profiled_step_is_quoted_from_its_trace_and_metrics():
     assert f"ran torch {window['stages_s']:.2f} of the {window['span_s']:.2f} s" in summary
     assert f"{min(walls):.2f}-{max(walls):.2f} s of CPU for" in summary
     # the neighbouring steps' phases, and step 4's seconds outside verl's timers (the profiler writing its trace)
-    others = [{k.removeprefix("timing_s/"): v for k, v in steps[n].items()} for n in (2, 3, 5)]
+    others = [timings[n] for n in (2, 3, 5)]
     for phase in ("old_log_prob", "ref", "update_actor"):
         values = [o[phase] for o in others]
         assert f"{min(values):.2f}-{max(values):.2f}" in text, phase
