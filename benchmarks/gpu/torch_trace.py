@@ -11,7 +11,9 @@ often and how long they ran; what is left of the wall time is Python between ope
 The question it answers for docs/bench/gpu-overhead.md: of a worker call's seconds (Ray's timeline gives those),
 how much is GPU work and what runs on the CPU around it. Its last line, `window`: the seconds from the first
 recorded operator to the last, and the top-level stages on the worker's main thread (the thread of the longest
-stage marker) with where each starts: between them that thread ran no torch operator.
+stage marker) with where each starts: between them that thread ran no torch operator. A trace recorded with
+Python's call stacks (verl's tool_config contents `stack`; startup_levers.sh's `profile-stack`) adds, for each of
+those stages, the Python functions by self time (`python ...` lines): what the time between operators is.
 
 `--slim OUT` writes the trace with only what this script reads -- the stage markers, each thread's outermost CPU
 operators, the GPU activity without its arguments -- and prints its figures read back from it: a record small
@@ -96,6 +98,43 @@ def window(events: list[dict]) -> dict:
                        for m in top]}
 
 
+def python_self(events: list[dict], top: int = 10) -> list[dict]:
+    """A trace recorded with Python's call stacks (verl's tool_config contents `stack`: torch's `with_stack`, whose
+    `python_function` events wrap the operators they call): for each top-level stage of the main thread (`window`'s),
+    the Python functions by self time -- a call's seconds less those of the calls and operators directly inside it,
+    summed by function -- which names what runs between the operators. Empty for a trace without Python events."""
+    calls = [e for e in events if e.get("cat") in ("python_function", "cpu_op")]
+    if not any(e.get("cat") == "python_function" for e in calls):
+        return []
+    own: dict[int, float] = {}
+    stacks: dict[tuple, list[dict]] = defaultdict(list)
+    for ev in sorted(calls, key=lambda e: (e["ts"], -e["dur"])):
+        stack = stacks[(ev.get("pid"), ev.get("tid"))]
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= ev["ts"]:
+            stack.pop()
+        if stack:  # the call directly around this one loses its seconds (as far as they overlap)
+            parent = stack[-1]
+            own[id(parent)] -= min(ev["ts"] + ev["dur"], parent["ts"] + parent["dur"]) - ev["ts"]
+        own[id(ev)] = ev["dur"]
+        stack.append(ev)
+    marks = [e for e in events if e.get("cat") == "user_annotation"]
+    main = max(marks, key=lambda e: e["dur"]) if marks else {}
+    thread = (main.get("pid"), main.get("tid"))
+    rows = []
+    for mark in _outermost([m for m in marks if (m.get("pid"), m.get("tid")) == thread]):
+        start, end = mark["ts"], mark["ts"] + mark["dur"]
+        by_name: dict[str, list[float]] = defaultdict(list)
+        for ev in calls:
+            if ev.get("cat") == "python_function" and (ev.get("pid"), ev.get("tid")) == thread \
+                    and _inside(ev, start, end):
+                by_name[ev["name"]].append(max(own[id(ev)], 0) / 1e6)
+        named = sorted(by_name.items(), key=lambda item: -sum(item[1]))
+        rows.append({"stage": mark["name"], "wall_s": mark["dur"] / 1e6,
+                     "python_self_s": sum(sum(v) for v in by_name.values()),
+                     "top": [{"function": name, "calls": len(v), "self_s": sum(v)} for name, v in named[:top]]})
+    return rows
+
+
 def slim(events: list[dict]) -> list[dict]:
     """What `stages` and `window` read: the markers, each thread's outermost CPU operators, the GPU activity."""
     gpu = [{k: v for k, v in e.items() if k != "args"} for e in events if e.get("cat") in GPU]
@@ -128,9 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"torch_trace.py: {args.trace}: no stage marker (user_annotation) in the trace", file=sys.stderr)
         return 2
-    span = window(events)
+    span, python = window(events), python_self(events, args.top)
     if args.json:
-        print(json.dumps({"stages": rows, "window": span}, indent=1))
+        print(json.dumps({"stages": rows, "window": span, **({"python": python} if python else {})}, indent=1))
         return 0
     for r in rows:
         print(f"{r['stage']}: {r['wall_s']:.3f} s wall, GPU kernels {r['gpu_s']:.3f} s, "
@@ -139,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {op['total_s']:8.4f} s  {op['calls']:6d} x  {op['op']}")
     listed = ", ".join(f"{t['stage']} {t['wall_s']:.3f} s at {t['from_s']:.2f}" for t in span["stages"])
     print(f"window: {span['span_s']:.2f} s; top-level stages {span['stages_s']:.2f} s of it ({listed})")
+    for r in python:
+        print(f"python {r['stage']}: {r['wall_s']:.3f} s wall, Python functions' self time {r['python_self_s']:.3f} s")
+        for fn in r["top"]:
+            print(f"  {fn['self_s']:8.4f} s  {fn['calls']:6d} x  {fn['function']}")
     return 0
 
 

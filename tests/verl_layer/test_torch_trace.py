@@ -73,6 +73,51 @@ def test_the_slim_copy_keeps_the_stages_figures_and_the_window(verl_python, tmp_
     assert not (tmp_path / "slim.json.gz.tmp").exists()
 
 
+STACK_TRACE = textwrap.dedent("""
+    import sys, torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    x = torch.randn(128, 128)
+    def busy_python():
+        total = 0
+        for i in range(300000):
+            total += i
+        return total
+    def micro_batch():
+        y = x @ x
+        busy_python()
+        return torch.softmax(y, dim=-1)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        with record_function("actor_compute_log_prob"):
+            for _ in range(2):
+                micro_batch()
+    prof.export_chrome_trace(sys.argv[1])
+""")
+
+
+def test_a_trace_with_python_stacks_names_the_python_between_operators(verl_python, tmp_path):
+    """verl's `stack` content (torch's with_stack): the function that spends its time in Python, calling no
+    operator, leads the stage's self times; the one that only calls operators does not, its operators' seconds
+    being theirs; a trace without stacks has no such reading."""
+    trace = tmp_path / "actor_step4.json.gz"
+    proc = subprocess.run([str(verl_python("0.9.1")), "-c", STACK_TRACE, str(trace)], capture_output=True,
+                          text=True, timeout=180, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    module = script_module("benchmarks/gpu/torch_trace.py")
+    events = module.load(trace)
+    (row,) = module.python_self(events)
+    assert row["stage"] == "actor_compute_log_prob"
+    first = row["top"][0]
+    assert first["function"].endswith(": busy_python") and first["calls"] == 2, row["top"]
+    fns = {fn["function"].rsplit(": ", 1)[-1]: fn for fn in row["top"]}
+    assert fns["micro_batch"]["self_s"] < first["self_s"] / 5
+    assert row["python_self_s"] <= row["wall_s"] and first["self_s"] <= row["python_self_s"]
+    printed = subprocess.run(["python3", str(SCRIPT), str(trace), "--top", "3"], capture_output=True, text=True,
+                             check=True).stdout
+    assert "python actor_compute_log_prob: " in printed and ": busy_python" in printed
+    without = [e for e in events if e.get("cat") != "python_function"]
+    assert module.python_self(without) == []
+
+
 def test_a_slim_copy_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
     """OUT a folder: the error names it in one line, exit 2, and no temporary file is left beside it."""
     trace = tmp_path / "t.json"
