@@ -221,7 +221,8 @@ def test_the_shipped_polls_generations_are_quoted_from_their_rows():
     text = flat(OVERHEAD)
     assert len(shipped) == 9 and len(medians) == 6
     assert f"took {min(after):.2f}-{max(after):.2f} s against the `poll` launch's 1.41-1.52 s" in text
-    assert f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth to seventh sittings' six launches" in text
+    assert (f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth to seventh reliability sittings' six "
+            "launches") in text
     # the seventh sitting's host alone: both launches' generations after step 1 and their median steps
     seventh = [t for name, times in shipped.items() if name.startswith("recovery-faults-hopper-6/") for t in times[1:]]
     steps7 = f"{min(medians[4:]):.2f}-{max(medians[4:]):.2f} s"
