@@ -23,7 +23,17 @@ from rlrecipes.verl.run_metrics import read_jsonl  # noqa: E402
 from rlrecipes.verl.startup import read_startup  # noqa: E402
 
 PHASES = ("ray", "datasets", "models", "rollout")
-LABELS = {"shipped-cold": ", the host's first", "shipped-warm": ", the same command again"}
+
+
+def label(lever: str, before: list[str]) -> str:
+    """What the row's name adds, from the launches before it on the host: the host's first launch (whatever the lever:
+    cold page cache, empty compile caches), and `shipped-warm` as the same command again when `shipped-cold`
+    ran just before it, as shipped on the warm host otherwise."""
+    if not before:
+        return ", the host's first"
+    if lever == "shipped-warm":
+        return ", the same command again" if before[-1] == "shipped-cold" else ", as shipped, on the warm host"
+    return ""
 
 
 def timings(folder: Path) -> dict[int, dict[str, float]]:
@@ -51,8 +61,9 @@ def _later(last: int) -> str:
     return f"steps 2-{last}" if last > 2 else "step 2"
 
 
-def row(folder: Path) -> tuple[str, int]:
-    """(the lever's Markdown row, the last step it logged)."""
+def row(folder: Path, before: list[str] | None = None) -> tuple[str, int]:
+    """(the lever's Markdown row, the last step it logged); `before`: the levers that ran before it on the host (its
+    place unnamed when not given)."""
     logs = sorted(folder.glob("console-*.log"))
     startup = read_startup(logs[0]) if logs else None
     seconds = {p.key: p.seconds for p in startup.phases} if startup else {}
@@ -63,8 +74,8 @@ def row(folder: Path) -> tuple[str, int]:
     cells.append(f"{startup.total_s:.0f} s" if startup and startup.complete else "-")
     cells += [f"{first['step']:.1f} s", f"{outside_timers(first):.1f} s"] if first else ["-", "-"]
     cells += [_span([s["step"] for s in later]), _span([s["gen"] for s in later if "gen" in s])]
-    lever = folder.name
-    return f"| `{lever}`{LABELS.get(lever, '')} | " + " | ".join(cells) + " |", max(steps, default=0)
+    name = f"`{folder.name}`" + (label(folder.name, before) if before is not None else "")
+    return f"| {name} | " + " | ".join(cells) + " |", max(steps, default=0)
 
 
 def _in_order(sitting: Path) -> list[Path]:
@@ -76,7 +87,8 @@ def _in_order(sitting: Path) -> list[Path]:
 
 
 def table(sitting: Path) -> str:
-    rows = [row(f) for f in _in_order(sitting)]
+    folders = _in_order(sitting)
+    rows = [row(f, [g.name for g in folders[:i]]) for i, f in enumerate(folders)]
     later = _later(max((n for _, n in rows), default=0))
     lines = ["| launch | ray | datasets | models | rollout | launch to \"ready to fit\" | step 1 | "
              f"outside the timers in step 1 | {later} | generation in {later} |", "|---|" + "---|" * 9]
