@@ -203,7 +203,10 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
         "| `startup-levers-h100-3/levers/poll/metrics-20261205T235037Z.jsonl`",
         "| `startup-levers-h100-4/levers/timeline/metrics-20261206T032923Z.jsonl`",
         "| `startup-levers-h100-5/levers/shipped-cold/metrics-20261206T141959Z.jsonl`",
-        "| `startup-levers-h100-6/levers/profile/metrics-20261206T150647Z.jsonl`"]
+        "| `startup-levers-h100-6/levers/profile/metrics-20261206T150647Z.jsonl`",
+        "| `startup-levers-h100-7/levers/micro512/metrics-20261206T173338Z.jsonl`",
+        "| `startup-levers-h100-7/levers/profile-stack/metrics-20261206T174312Z.jsonl`",
+        "| `startup-levers-h100-7/levers/shipped-warm/metrics-20261206T173859Z.jsonl`"]
 
 
 def test_the_shipped_polls_generations_are_quoted_from_their_rows():
@@ -219,7 +222,7 @@ def test_the_shipped_polls_generations_are_quoted_from_their_rows():
         times = [step.get("timing_s/step") for step in read_jsonl(log).steps.values()]
         medians.append(statistics.median([t for t in times if t is not None][1:]))  # the launch's first step out
     text = flat(OVERHEAD)
-    assert len(shipped) == 9 and len(medians) == 6
+    assert len(shipped) == 12 and len(medians) == 6
     assert f"took {min(after):.2f}-{max(after):.2f} s against the `poll` launch's 1.41-1.52 s" in text
     assert (f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth to seventh reliability sittings' six "
             "launches") in text
@@ -466,3 +469,88 @@ def test_the_slim_trace_keeps_the_full_traces_figures_for_the_main_threads_stage
             line = (f"{row['stage']}: {row['wall_s']:.3f} s wall, GPU kernels {row['gpu_s']:.3f} s, "
                     f"outermost CPU operators {row['cpu_ops_s']:.3f} s, outside any operator {row['outside_ops_s']:.3f} s")
             assert line in host, line
+
+
+# --------------------------------------------------------------------------- the sixth sitting (one micro batch a pass)
+SIXTH = RECORDS / "startup-levers-h100-7"
+
+
+def test_the_sixth_sittings_tables_are_what_the_script_prints_and_name_each_launchs_place():
+    """The tables are the script's; the host's first launch is named so whatever its lever, and `shipped-warm` is
+    "the same command again" only right after `shipped-cold` (here it followed `micro512`)."""
+    text = OVERHEAD.read_text()
+    module = _levers_table()
+    table = module.table(SIXTH)
+    assert _between(text, "levers-table startup-levers-h100-7") == table
+    assert _between(text, "levers-phases startup-levers-h100-7") == module.phases_table(SIXTH)
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [
+        "| `micro512`, the host's first", "| `shipped-warm`, as shipped, on the warm host", "| `profile-stack`"]
+    assert module.label("shipped-warm", ["shipped-cold"]) == ", the same command again"
+    assert module.label("timeline", []) == ", the host's first" and module.label("poll", ["shipped-cold"]) == ""
+
+
+def test_the_micro_batch_lever_is_quoted_from_its_metrics():
+    """"The sixth sitting": the three training phases, the steps, the agreement and the trainer peak of `micro512`
+    against the profile as shipped on the same host, each range read from the two launches' metrics."""
+    module = _levers_table()
+    steps, metrics = {}, {}
+    for lever in ("micro512", "shipped-warm"):
+        timing = module.timings(SIXTH / "levers" / lever)
+        assert sorted(timing) == [1, 2, 3, 4, 5], lever
+        steps[lever] = [timing[n] for n in (2, 3, 4, 5)]
+        metrics[lever] = list(read_jsonl(next((SIXTH / "levers" / lever).glob("metrics-*.jsonl"))).steps.values())
+
+    def span(values, digits=2) -> str:
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+    three = {lever: span([t["old_log_prob"] + t["ref"] + t["update_actor"] for t in rows])
+             for lever, rows in steps.items()}
+    step = {lever: span([t["step"] for t in rows]) for lever, rows in steps.items()}
+    corr = {lever: span([m["training/rollout_actor_probs_pearson_corr"] for m in rows], 4)
+            for lever, rows in metrics.items()}
+    diff = {lever: span([m["training/rollout_probs_diff_mean"] for m in rows], 4) for lever, rows in metrics.items()}
+    peak = {lever: f"{max(m['actor/perf/max_memory_allocated_gb'] for m in rows):.2f}"
+            for lever, rows in metrics.items()}
+    old = {lever: [t["old_log_prob"] for t in rows] for lever, rows in steps.items()}
+    text = flat(OVERHEAD)
+    for quoted in (f"took {three['micro512']} s a step with `micro512` against {three['shipped-warm']} s as shipped",
+                   f"the whole step {step['micro512']} s against {step['shipped-warm']} s",
+                   f"(Pearson {corr['micro512']}, mean |dp| {diff['micro512']}) is that of the launch as shipped "
+                   f"({corr['shipped-warm']}, {diff['shipped-warm'].split('-')[0]})",
+                   f"Its trainer peak is {peak['micro512']} GiB against {peak['shipped-warm']} GiB",
+                   f"by {max(old['shipped-warm']) - min(old['shipped-warm']):.1f} s as shipped (old log-probs "
+                   f"{span(old['shipped-warm'])} s) and {max(old['micro512']) - min(old['micro512']):.1f} s with "
+                   f"`micro512` ({span(old['micro512'])} s)"):
+        assert quoted in text, quoted
+    assert len(set(diff["shipped-warm"].split("-"))) == 1  # quoted once: the same at every step
+    # the shipped launch's steps against the fifth sitting's two hosts (the profiled step 4 left out)
+    fifth = [t["step"] for folder in (RECORDS / "startup-levers-h100-5" / "levers" / "shipped-cold",
+                                      RECORDS / "startup-levers-h100-6" / "levers" / "profile")
+             for n, t in module.timings(folder).items() if n > 1 and not (folder.name == "profile" and n == 4)]
+    assert f"2-5 as shipped {step['shipped-warm']} s against {span(fifth)} s, the profiled step left out" in text
+    summary = flat(REPO / "docs" / "benchmarks.md")  # its row quotes the same figures
+    assert f"the three training phases {three['micro512']} s a step with `micro512` against " \
+           f"{three['shipped-warm']} s as shipped, steps {step['micro512']} s against {step['shipped-warm']} s" \
+           in summary
+    assert f"(Pearson {corr['micro512']}); trainer peak {peak['micro512']} against {peak['shipped-warm']} GiB" \
+           in summary
+
+
+def test_the_sixth_sittings_start_ups_are_quoted_from_its_console_logs():
+    startups = {lever: read_startup(next((SIXTH / "levers" / lever).glob("console-*.log")))
+                for lever in ("micro512", "shipped-warm", "profile-stack")}
+    assert all(s.complete and s.from_launch for s in startups.values())
+    total = {lever: f"{s.total_s:.0f}" for lever, s in startups.items()}
+    rollout = {lever: f"{p.seconds:.0f}" for lever, s in startups.items() for p in s.phases if p.key == "rollout"}
+    text = flat(OVERHEAD)
+    for quoted in (f"**The start-up, as shipped: {total['shipped-warm']} s to \"ready to fit\" on the warm host** "
+                   f"(rollout engine {rollout['shipped-warm']} s), and `micro512`'s {total['micro512']} s (rollout "
+                   f"engine {rollout['micro512']} s) as the host's first launch; `profile-stack`, the third launch, "
+                   f"{total['profile-stack']} s",
+                   f"`-7`'s `shipped-warm` and `profile-stack` ({total['shipped-warm']} and "
+                   f"{total['profile-stack']} s"):
+        assert quoted in text, quoted
+    assert f"start-up {total['shipped-warm']} s warm as shipped" in flat(REPO / "docs" / "benchmarks.md")
+    # profile-stack was cut short by the end of the GPU time: step 2 logged, the profiled step 4 not reached
+    assert sorted(_levers_table().timings(SIXTH / "levers" / "profile-stack")) == [1, 2]
+    assert not list((SIXTH / "levers" / "profile-stack").glob("*.json.gz"))
