@@ -62,7 +62,7 @@
 #                  sitting) spent 0.14-0.18 s a micro batch, 7-12 ms of it GPU kernels: the rest is per-pass CPU
 #                  work, which fewer passes save. A step lever, against shipped-warm; the loss sums the same
 #                  tokens in another order, so its rollout-trainer agreement is read as well (a learning claim
-#                  needs the canary's contract, not this launch)
+#                  needs the canary's contract, not this launch). Measured in the sixth sitting: no gain (not shipped)
 #   profile-stack  `profile` with Python's call stacks (verl's tool_config contents `stack`: torch's with_stack):
 #                  what the worker's main thread runs outside torch operators -- 0.10-0.12 s of each micro
 #                  batch and the worker calls' time outside their stages. Not a lever
@@ -117,8 +117,8 @@ set_lever() {
   esac
 }
 # LEVERS's default: every lever, those not measured yet first
-DEFAULT_LEVERS="shipped-cold shipped-warm micro512 profile-stack nocompile graphs reward2 eager vllm-cache-1"
-DEFAULT_LEVERS+=" vllm-cache-2 profile timeline"
+DEFAULT_LEVERS="shipped-cold shipped-warm profile-stack nocompile graphs reward2 eager vllm-cache-1"
+DEFAULT_LEVERS+=" vllm-cache-2 micro512 profile timeline"
 DEFAULT_LEVERS+=" awake lean agents2 poll uni workers0"
 # --print [LEVER...]: each lever's whole ARGS of `make train` on one line, every lever of the default order without
 # names (tests validate them against verl 0.9.1's schema on a CPU host, so a misspelled key costs no GPU time);
