@@ -3,7 +3,8 @@
 role and step under `global_profiler.save_path`): for each stage verl marks with `record_function` (its
 `user_annotation` events: `actor_compute_log_prob`, `actor_update`, ...), the stage's wall time, the GPU kernel
 time inside it, and the operators that fill it -- the outermost `cpu_op`s on the stage's thread, by name, with how
-often and how long they ran; what is left of the wall time is Python between operators (or waiting outside torch).
+often and how long they ran; what is left of the wall time is Python between operators (or waiting outside torch),
+and the stage's two longest stretches without an operator say where it lies (between which operators, how far in).
 
     python3 benchmarks/gpu/torch_trace.py TRACE.json.gz [--top N] [--json]
     python3 benchmarks/gpu/torch_trace.py TRACE.json.gz --slim OUT.json.gz
@@ -73,15 +74,31 @@ def stages(events: list[dict], top: int = 10) -> list[dict]:
         mine = [o for o in ops if o.get("tid") == mark.get("tid") and o.get("pid") == mark.get("pid")
                 and _inside(o, start, end)]
         by_name: dict[str, list[float]] = defaultdict(list)
-        for op in _outermost(mine):
+        outer = _outermost(mine)
+        for op in outer:
             by_name[op["name"]].append(op["dur"] / 1e6)
         gpu = sum(k["dur"] for k in kernels if _inside(k, start, end)) / 1e6
         named = sorted(by_name.items(), key=lambda item: -sum(item[1]))
         cpu = sum(sum(v) for v in by_name.values())
         rows.append({"stage": mark["name"], "wall_s": mark["dur"] / 1e6, "gpu_s": gpu, "cpu_ops_s": cpu,
                      "outside_ops_s": mark["dur"] / 1e6 - cpu,
-                     "top": [{"op": name, "calls": len(v), "total_s": sum(v)} for name, v in named[:top]]})
+                     "top": [{"op": name, "calls": len(v), "total_s": sum(v)} for name, v in named[:top]],
+                     "gaps": _gaps(outer, start, end)})
     return rows
+
+
+def _gaps(outer: list[dict], start: float, end: float, keep: int = 2) -> list[dict]:
+    """The `keep` longest stretches of a stage in which its thread ran no torch operator: their seconds, where each
+    starts (seconds into the stage) and the operators on either side ("(start)", "(end)": the stage's own ends)."""
+    gaps, reach, before = [], start, "(start)"
+    for op in outer:
+        if op["ts"] > reach:
+            gaps.append({"s": (op["ts"] - reach) / 1e6, "at_s": (reach - start) / 1e6, "after": before,
+                         "before": op["name"]})
+        reach, before = max(reach, op["ts"] + op["dur"]), op["name"]
+    if end > reach:
+        gaps.append({"s": (end - reach) / 1e6, "at_s": (reach - start) / 1e6, "after": before, "before": "(end)"})
+    return sorted(gaps, key=lambda g: -g["s"])[:keep]
 
 
 def window(events: list[dict]) -> dict:
@@ -176,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
               f"outermost CPU operators {r['cpu_ops_s']:.3f} s, outside any operator {r['outside_ops_s']:.3f} s")
         for op in r["top"]:
             print(f"  {op['total_s']:8.4f} s  {op['calls']:6d} x  {op['op']}")
+        if r["gaps"]:
+            print("  longest without an operator: " + "; ".join(
+                f"{g['s']:.4f} s at {g['at_s']:.4f} s (after {g['after']}, before {g['before']})" for g in r["gaps"]))
     listed = ", ".join(f"{t['stage']} {t['wall_s']:.3f} s at {t['from_s']:.2f}" for t in span["stages"])
     print(f"window: {span['span_s']:.2f} s; top-level stages {span['stages_s']:.2f} s of it ({listed})")
     for r in python:

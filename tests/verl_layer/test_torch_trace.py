@@ -49,6 +49,11 @@ def test_stages_their_outermost_operators_and_the_python_between(verl_python, tm
     assert {"aten::mul", "aten::sum"} <= update_ops
     printed = subprocess.run(["python3", str(SCRIPT), str(trace)], capture_output=True, text=True, check=True).stdout
     assert printed.startswith("actor_compute_log_prob: ") and "5 x  aten::matmul" in printed
+    # the sleep is the stage's longest stretch without an operator: after the softmax, to the stage's end
+    gap = log_prob["gaps"][0]
+    assert (gap["after"], gap["before"]) == ("aten::softmax", "(end)") and gap["s"] >= 0.2
+    assert gap["at_s"] + gap["s"] <= log_prob["wall_s"] + 1e-6 and len(log_prob["gaps"]) <= 2
+    assert "longest without an operator: 0.2" in printed and "(after aten::softmax, before (end))" in printed
 
 
 def test_the_slim_copy_keeps_the_stages_figures_and_the_window(verl_python, tmp_path):
