@@ -554,3 +554,40 @@ def test_the_sixth_sittings_start_ups_are_quoted_from_its_console_logs():
     # profile-stack was cut short by the end of the GPU time: step 2 logged, the profiled step 4 not reached
     assert sorted(_levers_table().timings(SIXTH / "levers" / "profile-stack")) == [1, 2]
     assert not list((SIXTH / "levers" / "profile-stack").glob("*.json.gz"))
+
+
+def test_the_stretch_without_an_operator_is_quoted_from_the_slim_trace():
+    """The sixth sitting's reading of the fifth's trace: in every pass the longest stretch without an operator on
+    the worker's main thread sits between the copy to the GPU (`aten::to`) and `aten::empty`; its seconds a row,
+    and the update passes' backward stretch with autograd's thread busy in it -- read from the slim copy."""
+    module = _torch_trace()
+    events = module.load(next(PROFILED.glob("*.slim.json.gz")))
+    micro = [r for r in module.stages(events) if r["stage"].startswith("micro_batch")]
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("micro_batch")),
+                   key=lambda e: e["ts"])
+    forward, update = micro[:4], micro[4:]
+    copy = [r["gaps"][0] for r in forward] + [r["gaps"][1] for r in update]
+    assert all((g["after"], g["before"]) == ("aten::to", "aten::empty") and g["at_s"] < 0.011 for g in copy), copy
+    rows = [256] * 4 + [128] * 4  # the log-prob passes' micro batches, then the update's
+    per_row = [g["s"] / n * 1e3 for g, n in zip(copy, rows)]
+    backward = [r["gaps"][0] for r in update]
+    assert all((g["after"], g["before"]) == ("aten::ones_like", "(end)") for g in backward)
+    busy = []
+    for gap, mark in zip(backward, marks[4:]):
+        start = mark["ts"] + gap["at_s"] * 1e6
+        end = start + gap["s"] * 1e6
+        others = [o for o in events if o.get("cat") == "cpu_op" and o["tid"] != mark["tid"] and o["ts"] < end
+                  and o["ts"] + o["dur"] > start]
+        busy.append(sum(min(o["ts"] + o["dur"], end) - max(o["ts"], start) for o in others) / 1e6)
+
+    def span(values, digits=3) -> str:
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+    text = flat(OVERHEAD)
+    for quoted in (f"It lasts {span([g['s'] for g in copy[:4]])} s in each log-prob pass of 256 rows and "
+                   f"{span([g['s'] for g in copy[4:]])} s in each update pass of 128 rows: {span(per_row, 2)} ms a "
+                   f"row, {sum(g['s'] for g in copy):.2f} s of the profiled step",
+                   f"the pass's end, is the backward: autograd's own thread runs operators for {span(busy)} s of it",
+                   f"The update passes' other long stretch, {span([g['s'] for g in backward])} s"):
+        assert quoted in text, quoted
+    assert f"grows with its rows ({span(per_row, 2)} ms a row" in flat(REPO / "docs" / "benchmarks.md")
