@@ -65,7 +65,9 @@
 #                  needs the canary's contract, not this launch). Measured in the sixth sitting: no gain (not shipped)
 #   profile-stack  `profile` with Python's call stacks (verl's tool_config contents `stack`: torch's with_stack):
 #                  what the worker's main thread runs outside torch operators -- 0.10-0.12 s of each micro
-#                  batch and the worker calls' time outside their stages. Not a lever
+#                  batch, most of it one stretch after the copy to the GPU that grows with the rows (sixth
+#                  sitting), and the worker calls' time outside their stages; torch_trace.py lists the Python
+#                  functions by self time. Not a lever
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
