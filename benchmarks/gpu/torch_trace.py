@@ -101,15 +101,21 @@ def _gaps(outer: list[dict], start: float, end: float, keep: int = 2) -> list[di
     return sorted(gaps, key=lambda g: -g["s"])[:keep]
 
 
+def _main_stages(events: list[dict]) -> tuple[tuple, list[dict]]:
+    """The worker's main thread -- the thread of the longest stage marker -- and its top-level stage markers."""
+    marks = [e for e in events if e.get("cat") == "user_annotation"]
+    main = max(marks, key=lambda e: e["dur"]) if marks else {}
+    thread = (main.get("pid"), main.get("tid"))
+    return thread, _outermost([m for m in marks if (m.get("pid"), m.get("tid")) == thread])
+
+
 def window(events: list[dict]) -> dict:
     """The trace's span (over the events `slim` keeps), and the top-level stages on the thread of the longest stage
     marker (the worker's main thread): their seconds and where each starts."""
     kept = [e for e in events if e.get("cat") in ("user_annotation", "cpu_op", *GPU)]
     start = min(e["ts"] for e in kept)
     span = (max(e["ts"] + e["dur"] for e in kept) - start) / 1e6
-    marks = [e for e in kept if e.get("cat") == "user_annotation"]
-    main = max(marks, key=lambda e: e["dur"]) if marks else {}
-    top = _outermost([m for m in marks if (m.get("pid"), m.get("tid")) == (main.get("pid"), main.get("tid"))])
+    _, top = _main_stages(kept)
     return {"span_s": span, "stages_s": sum(m["dur"] for m in top) / 1e6,
             "stages": [{"stage": m["name"], "from_s": (m["ts"] - start) / 1e6, "wall_s": m["dur"] / 1e6}
                        for m in top]}
@@ -134,16 +140,14 @@ def python_self(events: list[dict], top: int = 10) -> list[dict]:
             own[id(parent)] -= min(ev["ts"] + ev["dur"], parent["ts"] + parent["dur"]) - ev["ts"]
         own[id(ev)] = ev["dur"]
         stack.append(ev)
-    marks = [e for e in events if e.get("cat") == "user_annotation"]
-    main = max(marks, key=lambda e: e["dur"]) if marks else {}
-    thread = (main.get("pid"), main.get("tid"))
+    thread, main_stages = _main_stages(events)
+    mine = [e for e in calls if e.get("cat") == "python_function" and (e.get("pid"), e.get("tid")) == thread]
     rows = []
-    for mark in _outermost([m for m in marks if (m.get("pid"), m.get("tid")) == thread]):
+    for mark in main_stages:
         start, end = mark["ts"], mark["ts"] + mark["dur"]
         by_name: dict[str, list[float]] = defaultdict(list)
-        for ev in calls:
-            if ev.get("cat") == "python_function" and (ev.get("pid"), ev.get("tid")) == thread \
-                    and _inside(ev, start, end):
+        for ev in mine:
+            if _inside(ev, start, end):
                 by_name[ev["name"]].append(max(own[id(ev)], 0) / 1e6)
         named = sorted(by_name.items(), key=lambda item: -sum(item[1]))
         rows.append({"stage": mark["name"], "wall_s": mark["dur"] / 1e6,
