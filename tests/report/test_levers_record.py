@@ -500,8 +500,8 @@ def test_the_micro_batch_lever_is_quoted_from_its_metrics():
         steps[lever] = [timing[n] for n in (2, 3, 4, 5)]
         metrics[lever] = list(read_jsonl(next((SIXTH / "levers" / lever).glob("metrics-*.jsonl"))).steps.values())
 
-    def span(values, digits=2) -> str:
-        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+    def span(values, digits=2) -> str:  # min-max as the sitting's phase table prints them
+        return module._span(values, digits, unit="")
 
     three = {lever: span([t["old_log_prob"] + t["ref"] + t["update_actor"] for t in rows])
              for lever, rows in steps.items()}
@@ -580,8 +580,8 @@ def test_the_stretch_without_an_operator_is_quoted_from_the_slim_trace():
                   and o["ts"] + o["dur"] > start]
         busy.append(sum(min(o["ts"] + o["dur"], end) - max(o["ts"], start) for o in others) / 1e6)
 
-    def span(values, digits=3) -> str:
-        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+    def span(values, digits=3) -> str:  # min-max, as levers_table.py writes a range
+        return _levers_table()._span(values, digits, unit="")
 
     text = flat(OVERHEAD)
     for quoted in (f"It lasts {span([g['s'] for g in copy[:4]])} s in each log-prob pass of 256 rows and "
