@@ -99,10 +99,12 @@ set_lever() {
     workers0) extra=(data.dataloader_num_workers=0) ;;
     uni) extra=(+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni) ;;
     timeline) extra=(ray_kwargs.timeline_json_file=/root/w/out/levers/timeline/ray-timeline.json) ;;
-    profile) extra=(global_profiler.tool=torch 'global_profiler.steps=[4]'
-                    global_profiler.save_path=/root/w/out/levers/profile/trace
-                    actor_rollout_ref.actor.profiler.enable=True actor_rollout_ref.actor.profiler.all_ranks=True
-                    'actor_rollout_ref.actor.profiler.tool_config.torch.contents=[cpu,cuda]') ;;
+    profile|profile-stack)  # the same profile; profile-stack adds Python's call stacks
+      local contents=cpu,cuda; [ "$1" = profile-stack ] && contents+=,stack
+      extra=(global_profiler.tool=torch 'global_profiler.steps=[4]'
+             global_profiler.save_path="/root/w/out/levers/$1/trace"
+             actor_rollout_ref.actor.profiler.enable=True actor_rollout_ref.actor.profiler.all_ranks=True
+             "actor_rollout_ref.actor.profiler.tool_config.torch.contents=[$contents]") ;;
     nocompile) extra=(+actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.mode=0
                       +actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config.cudagraph_mode=FULL_DECODE_ONLY) ;;
     graphs) extra=('actor_rollout_ref.rollout.cudagraph_capture_sizes=[1,2,4,8,16,32,64,128,256,512]'
@@ -111,10 +113,6 @@ set_lever() {
     micro512) extra=(actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=512
                      actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=512
                      actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=512) ;;
-    profile-stack) extra=(global_profiler.tool=torch 'global_profiler.steps=[4]'
-                          global_profiler.save_path=/root/w/out/levers/profile-stack/trace
-                          actor_rollout_ref.actor.profiler.enable=True actor_rollout_ref.actor.profiler.all_ranks=True
-                          'actor_rollout_ref.actor.profiler.tool_config.torch.contents=[cpu,cuda,stack]') ;;
     *) return 2 ;;
   esac
 }
