@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         events = load(args.trace)
+        python = python_self(events, args.top)  # before any slim copy, which keeps no Python events
         if args.slim:
             tmp = args.slim.with_name(args.slim.name + ".tmp")
             try:
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"torch_trace.py: {args.trace}: no stage marker (user_annotation) in the trace", file=sys.stderr)
         return 2
-    span, python = window(events), python_self(events, args.top)
+    span = window(events)
     if args.json:
         print(json.dumps({"stages": rows, "window": span, **({"python": python} if python else {})}, indent=1))
         return 0

@@ -119,6 +119,11 @@ def test_a_trace_with_python_stacks_names_the_python_between_operators(verl_pyth
     printed = subprocess.run(["python3", str(SCRIPT), str(trace), "--top", "3"], capture_output=True, text=True,
                              check=True).stdout
     assert "python actor_compute_log_prob: " in printed and ": busy_python" in printed
+    # the slim copy keeps no Python events: the functions are read from the whole trace before it is written
+    slimmed = subprocess.run(["python3", str(SCRIPT), str(trace), "--top", "3", "--slim", str(tmp_path / "s.json.gz")],
+                             capture_output=True, text=True, check=True).stdout
+    assert slimmed == printed
+    assert not any(e.get("cat") == "python_function" for e in module.load(tmp_path / "s.json.gz"))
     without = [e for e in events if e.get("cat") != "python_function"]
     assert module.python_self(without) == []
 
