@@ -83,6 +83,10 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 #   (SamplingParams.detokenize=True); on an H200 the GPU sat idle the last 8-11 s of each 3B rollout phase while
 #   the server still returned responses (docs/bench/gpu-hopper-3b.md). Off unless string stop/bad_words need
 #   it (verl PR #7679, open).
+# rows-on-host: verl's FSDP engine copies each micro batch to the GPU with every per-row non-tensor field the rollout
+#   stored (prompt messages, reward_model, ...), which TensorDict.to() rebuilds row by row and the engine never reads;
+#   the edit leaves them out of the copy. The canary's training phases took a third less time on one H200
+#   (docs/bench/gpu-overhead.md, "The seventh sitting").
 COPY scripts/patch_verl.py /opt/rlrecipes/scripts/patch_verl.py
 RUN python /opt/rlrecipes/scripts/patch_verl.py --image hopper \
     && python /opt/rlrecipes/scripts/patch_verl.py --image hopper --check

@@ -23,6 +23,14 @@ detokenization the phase took 18.2 s with no idle stretch (docs/bench/gpu-hopper
 `detokenize=False` unless the request has string `stop` or `bad_words` (those need the text); `setdefault`
 keeps a caller's explicit choice.
 
+rows-on-host (verl 0.9.1's FSDP engine, `FSDPEngineWithLMHead.forward_step`): each micro batch is copied to the GPU
+with `TensorDict.to(device)`, and the batch a worker gets from TransferQueue carries every field the rollout wrote,
+the per-row non-tensor ones too (the prompt's messages, `reward_model`, `data_source`, `extra_info`, ...: tensordict
+`NonTensorStack`s, which `.to()` rebuilds one row at a time). The engine, its loss functions and
+`prepare_model_outputs` read none of them but `multi_modal_inputs`; the edit leaves the others out of the copy (the
+worker's batch keeps them). On one H200 the canary's three training phases took 2.76-3.96 s a step with it against
+4.54-5.92 s without, the rollout-trainer agreement unchanged (docs/bench/gpu-overhead.md, "The seventh sitting").
+
 Each edit is data (`Edit` below): the file, optionally the exact `def` line of the function it lands in
 (and of the class, for a method), the exact anchor text, its replacement (carrying the edit's marker
 comment) and how many times the anchor must occur there. The verl version must be the one the table was
@@ -235,6 +243,23 @@ HOPPER_EDITS: tuple[Edit, ...] = (
         sites=2,
     ),
     DETOKENIZE,
+    Edit(
+        name="rows-on-host",
+        file="workers/engine/fsdp/transformer_impl.py",
+        within="class FSDPEngineWithLMHead(FSDPEngine):\n",
+        function="    def forward_step(self, micro_batch: TensorDict, loss_function, forward_only):\n",
+        anchor="\n        micro_batch = micro_batch.to(get_device_id())\n",  # the whole line: a deeper one is not it
+        replacement=(
+            "\n        # rlrecipes: rows-on-host -- the per-row non-tensor fields stay out of the copy to the device\n"
+            "        # (.to() rebuilds them row by row); nothing below reads one but multi_modal_inputs\n"
+            "        from tensordict import NonTensorStack\n"
+            "\n"
+            "        rows = [k for k, v in micro_batch.items()\n"
+            "                if isinstance(v, NonTensorStack) and k != \"multi_modal_inputs\"]\n"
+            "        micro_batch = micro_batch.exclude(*rows).to(get_device_id())\n"),
+        marker="# rlrecipes: rows-on-host",
+        why="per-row non-tensor fields copied to the GPU row by row",
+    ),
 )
 
 # --- a100: verl 0.8.0 (vLLM 0.11.0) -------------------------------------------------------------------

@@ -68,12 +68,13 @@
 #                  batch, most of it one stretch after the copy to the GPU that grows with the rows (sixth
 #                  sitting), and the worker calls' time outside their stages; torch_trace.py lists the Python
 #                  functions by self time. Not a lever
-#   rows-on-host   verl's FSDP engine copies each micro batch to the GPU without its per-row non-tensor fields
-#                  (the prompt's messages, reward_model, data_source, ...: tensordict NonTensorStacks, which
-#                  TensorDict.to() rebuilds row by row; the engine reads none but multi_modal_inputs): the trial edit
-#                  of benchmarks/gpu/verl_trial.py, applied to the installed verl for this launch and taken out after
-#                  it. The stretch after that copy was 0.33-0.36 ms a row, 0.52 s of the profiled step (fifth
-#                  sitting). A step lever, against shipped-warm
+#   rows-on-device verl's FSDP engine as released: its copy of each micro batch to the GPU takes the per-row
+#                  non-tensor fields along (the prompt's messages, reward_model, data_source, ...: tensordict
+#                  NonTensorStacks, which TensorDict.to() rebuilds row by row). The image's rows-on-host edit
+#                  (scripts/patch_verl.py) leaves them out; benchmarks/gpu/verl_trial.py takes it out for this launch
+#                  and puts it back after. Measured the other way round in the seventh sitting, before the edit was
+#                  shipped (its lever `rows-on-host`: the three training phases 2.76-3.96 s a step against
+#                  4.54-5.92 s). A step lever, against shipped-warm
 #
 # After the last lever the driver's imports are timed (python3 -X importtime, and vLLM's import alone), to split
 # the launch-to-Ray phase; not before the first, which would warm the host for shipped-cold (the assets stage, as
@@ -90,7 +91,7 @@ STEPS="${STEPS:-5}"
 SHORT=(trainer.total_training_steps="$STEPS" trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1)
 # set_lever LEVER: sets `extra` (its verl overrides) and `lever_env` (its environment); returns 2 for an unknown lever
 set_lever() {
-  extra=() lever_env=() trial=""
+  extra=() lever_env=() edit_out=""
   case $1 in
     shipped-cold|shipped-warm) ;;
     vllm-cache-1|vllm-cache-2) lever_env=(VLLM_DISABLE_COMPILE_CACHE=0) ;;
@@ -119,12 +120,12 @@ set_lever() {
     micro512) extra=(actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=512
                      actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=512
                      actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=512) ;;
-    rows-on-host) trial=rows-on-host ;;  # benchmarks/gpu/verl_trial.py's edit, for this launch only
+    rows-on-device) edit_out=rows-on-host ;;  # the image's edit taken out for this launch (verl_trial.py)
     *) return 2 ;;
   esac
 }
 # LEVERS's default: every lever, those not measured yet first
-DEFAULT_LEVERS="shipped-cold shipped-warm rows-on-host profile-stack nocompile graphs reward2 eager vllm-cache-1"
+DEFAULT_LEVERS="shipped-cold shipped-warm rows-on-device profile-stack nocompile graphs reward2 eager vllm-cache-1"
 DEFAULT_LEVERS+=" vllm-cache-2 micro512 profile timeline"
 DEFAULT_LEVERS+=" awake lean agents2 poll uni workers0"
 # --print [LEVER...]: each lever's whole ARGS of `make train` on one line, every lever of the default order without
@@ -157,14 +158,14 @@ for lever in "${levers[@]}"; do
   set_lever "$lever" || { stamp "$lever: unknown lever, skipped"; continue; }
   stamp "$lever: make train ${SHORT[*]} ${extra[*]-} ${lever_env[*]-}"
   mkdir -p "$O/levers/$lever"  # before the launch: `timeline` and `profile` write into it
-  if [ -n "$trial" ]; then  # its status line (PATCHED) goes with the lever's logs
-    python3 benchmarks/gpu/verl_trial.py "$trial" > "$O/levers/$lever/verl-trial.txt" 2>&1 \
-      || { stamp "$lever: trial edit $trial not applied, skipped"; continue; }
+  if [ -n "$edit_out" ]; then  # its status line (REVERTED) goes with the lever's logs
+    python3 benchmarks/gpu/verl_trial.py "$edit_out" --revert > "$O/levers/$lever/verl-trial.txt" 2>&1 \
+      || { stamp "$lever: verl edit $edit_out not taken out, skipped"; continue; }
   fi
   env ${lever_env[@]+"${lever_env[@]}"} CKPT_DIR="$W/ckpt-$lever" LOG_DIR="$W/logs-$lever" \
     make train RECIPE="$RECIPE" PROFILE="$PROFILE" ARGS="${SHORT[*]} ${extra[*]-}" > "$O/$lever.log" 2>&1
   code=$?
-  [ -z "$trial" ] || python3 benchmarks/gpu/verl_trial.py "$trial" --revert >> "$O/levers/$lever/verl-trial.txt" 2>&1
+  [ -z "$edit_out" ] || python3 benchmarks/gpu/verl_trial.py "$edit_out" >> "$O/levers/$lever/verl-trial.txt" 2>&1
   gzip -f "$O/levers/$lever"/ray-timeline.json 2>/dev/null
   cp "$W/logs-$lever/$RECIPE"/console-*.log "$W/logs-$lever/$RECIPE"/metrics-*.jsonl "$O/levers/$lever/" 2>/dev/null
   stamp "$lever: exit $code; $(grep -ac 'step:[0-9]' "$O/levers/$lever"/console-*.log 2>/dev/null || echo 0) step line(s)"

@@ -1,56 +1,40 @@
 #!/usr/bin/env python3
-"""Anchored edits to verl 0.9.1 tried as levers (benchmarks/gpu/startup_levers.sh) before any joins the Hopper
-image's table in scripts/patch_verl.py: the same engine (scope, anchor, marker, atomic write), applied to the
-installed verl for one launch and taken out again after it.
+"""One anchored edit of the Hopper image's table (scripts/patch_verl.py --image hopper, verl 0.9.1) put into or
+taken out of the installed verl for one launch: the lever sittings' way to measure an edit against verl as released
+(benchmarks/gpu/startup_levers.sh). The same engine as patch_verl.py (scope, anchor, marker, atomic write); taking
+an edit out puts the released anchor back where the edit is applied as the table has it, and refuses a site that
+is neither.
 
-rows-on-host: verl 0.9.1's FSDP engine copies each micro batch to the GPU with `TensorDict.to(device)`
-(`FSDPEngineWithLMHead.forward_step`). The batch a worker gets from TransferQueue holds every field the rollout
-wrote, the per-row non-tensor ones too (the prompt's messages, `reward_model`, `data_source`, `extra_info`, ...:
-tensordict `NonTensorStack`s), and `.to()` rebuilds those one row at a time. The profiled canary step (fifth
-sitting, docs/bench/gpu-overhead.md) spent 0.33-0.36 ms a row right after that copy, before the first operator of
-`prepare_model_inputs`. The engine, its loss functions and `prepare_model_outputs` read no per-row non-tensor
-field except `multi_modal_inputs`; the edit leaves the others out of the copy (the batch itself, which the
-worker's post-processing reads, keeps them).
-
-    python3 benchmarks/gpu/verl_trial.py rows-on-host                    # apply it to the importable verl
+    python3 benchmarks/gpu/verl_trial.py rows-on-host                    # put it into the importable verl
     python3 benchmarks/gpu/verl_trial.py rows-on-host --revert           # take it out again
-    python3 benchmarks/gpu/verl_trial.py rows-on-host --check --verl-root DIR   # change nothing; exit 1 unless applied
+    python3 benchmarks/gpu/verl_trial.py rows-on-host --check --verl-root DIR   # change nothing; exit 1 unless in
 
+rows-on-host was measured this way (docs/bench/gpu-overhead.md, "The seventh sitting") before it joined the table.
 One status line as scripts/patch_verl.py prints it (PATCHED, ALREADY, UNPATCHED, MISMATCH; --revert prints
-REVERTED or UNPATCHED). Exit codes: 0 ok, 1 mismatch (or unpatched under --check), 2 bad input.
+REVERTED or UNPATCHED). Exit codes: 0 ok, 1 mismatch (or not applied under --check), 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.patch_verl
-from scripts.patch_verl import (ALREADY, MISMATCH, PATCHED, UNPATCHED, Edit, apply, block,  # noqa: E402
-                                verl_root, verl_version, write_atomically)
+# scripts/patch_verl.py by its path: the image's site-packages may hold a regular package named `scripts`, which
+# wins over the repository's namespace package of that name wherever it sits on sys.path
+_spec = importlib.util.spec_from_file_location("rlrecipes_patch_verl",
+                                               Path(__file__).resolve().parents[2] / "scripts" / "patch_verl.py")
+_patch = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = _patch  # the dataclasses in it look their module up
+_spec.loader.exec_module(_patch)
+ALREADY, MISMATCH, PATCHED, UNPATCHED = _patch.ALREADY, _patch.MISMATCH, _patch.PATCHED, _patch.UNPATCHED
+Edit, apply, block, write_atomically = _patch.Edit, _patch.apply, _patch.block, _patch.write_atomically
+verl_root, verl_version = _patch.verl_root, _patch.verl_version
 
-VERL = "0.9.1"
+VERL = _patch.IMAGES["hopper"].verl
 REVERTED = "REVERTED"
-ROWS_MARK = "# rlrecipes rows-on-host"
-ROWS_ON_HOST = Edit(
-    name="rows-on-host",
-    file="workers/engine/fsdp/transformer_impl.py",
-    within="class FSDPEngineWithLMHead(FSDPEngine):\n",
-    function="    def forward_step(self, micro_batch: TensorDict, loss_function, forward_only):\n",
-    anchor="        micro_batch = micro_batch.to(get_device_id())\n",
-    replacement=(
-        f"        {ROWS_MARK}: the per-row non-tensor fields stay out of the copy to the device (.to() rebuilds\n"
-        "        # them row by row); nothing below reads one but multi_modal_inputs\n"
-        "        from tensordict import NonTensorStack\n"
-        "\n"
-        "        rows = [k for k, v in micro_batch.items()\n"
-        "                if isinstance(v, NonTensorStack) and k != \"multi_modal_inputs\"]\n"
-        "        micro_batch = micro_batch.exclude(*rows).to(get_device_id())\n"),
-    marker=ROWS_MARK,
-    why="per-row non-tensor fields copied row by row",
-)
-TRIALS: dict[str, Edit] = {ROWS_ON_HOST.name: ROWS_ON_HOST}
+EDITS: dict[str, Edit] = {edit.name: edit for edit in _patch.IMAGES["hopper"].edits}
 
 
 def revert(text: str, edit: Edit) -> tuple[str, str, str]:
@@ -66,13 +50,13 @@ def revert(text: str, edit: Edit) -> tuple[str, str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("edit", choices=sorted(TRIALS), help="the trial edit")
+    parser.add_argument("edit", choices=sorted(EDITS), help="an edit of the Hopper image's table")
     parser.add_argument("--verl-root", help="the verl package directory (default: the importable verl)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="change nothing; exit 1 unless the edit is applied")
     mode.add_argument("--revert", action="store_true", help="take the edit out again")
     args = parser.parse_args(argv)
-    edit = TRIALS[args.edit]
+    edit = EDITS[args.edit]
     try:
         root = verl_root(args.verl_root).resolve()
         version = verl_version(root)
@@ -82,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verl_trial: error: {exc}", file=sys.stderr)
         return 2
     if version != VERL:
-        print(f"verl_trial: error: {root}: verl {version} found; the trial edits are for verl {VERL} only",
+        print(f"verl_trial: error: {root}: verl {version} found; the hopper edits are for verl {VERL} only",
               file=sys.stderr)
         return 2
     new, state, detail = (revert if args.revert else apply)(text, edit)

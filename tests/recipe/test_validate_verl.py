@@ -321,7 +321,7 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     levers = dict(line.split(" ", 1) for line in printed.stdout.splitlines())  # every lever, in the default order
     default = list(levers)
     assert {"shipped-warm", "poll", "lean", "eager", "awake", "agents2", "workers0", "uni", "timeline",
-            "profile", "nocompile", "graphs", "reward2", "micro512", "profile-stack", "rows-on-host"} <= set(default)
+            "profile", "nocompile", "graphs", "reward2", "micro512", "profile-stack", "rows-on-device"} <= set(default)
     named = subprocess.run(["bash", str(script), "--print", "uni", "eager"], capture_output=True, text=True, check=True)
     assert named.stdout.splitlines() == [f"uni {levers['uni']}", f"eager {levers['eager']}"]
     env = {"MODELS_DIR": str(models_dir), "WANDB_API_KEY": ""}
@@ -372,8 +372,8 @@ def test_every_startup_lever_of_the_gpu_script_validates_on_verl_091(models_dir)
     stacked = results["profile-stack"].config["actor_rollout_ref"]["actor"]["profiler"]["tool_config"]["torch"]
     assert stacked["contents"] == ["cpu", "cuda", "stack"]
     assert results["profile-stack"].config["global_profiler"]["save_path"].endswith("/profile-stack/trace")
-    # rows-on-host edits verl for its launch (benchmarks/gpu/verl_trial.py), not the run's configuration
-    assert results["rows-on-host"].config == results["shipped-warm"].config
+    # rows-on-device takes a verl edit out for its launch (benchmarks/gpu/verl_trial.py), not the run's configuration
+    assert results["rows-on-device"].config == results["shipped-warm"].config
     lean = results["lean"].config
     assert lean["transfer_queue"]["backend"]["SimpleStorage"]["num_data_storage_units"] == 1
     assert lean["ray_kwargs"]["ray_init"]["include_dashboard"] is False

@@ -8,9 +8,11 @@ hopper (verl 0.9.1, .venvs/verl-0.9.1, no flash-attn, no vLLM, CPU): critic-attn
 `load_valuehead_model` cannot load a critic without flash-attn even when the config asks for SDPA
 (verl #5210); the patched copy loads it with SDPA. rollout-skip-detokenize (verl PR #7679) -- the block
 inserted into the real `vLLMHttpServer.generate`, run on its own, turns vLLM's detokenization off unless
-string stop/bad_words need it or the caller chose. Both edits are idempotent, --check tells patched from
-unpatched, and a changed function fails with MISMATCH and writes no file at all, not even the one whose
-edit would apply."""
+string stop/bad_words need it or the caller chose. rows-on-host -- the patched real
+`FSDPEngineWithLMHead.forward_step` leaves the per-row non-tensor fields (all but `multi_modal_inputs`) out of the
+micro batch it copies to the device; its inserted lines, run on a TensorDict built as verl builds one, do so.
+Every edit is idempotent, --check tells patched from unpatched, and a changed function fails with MISMATCH and
+writes no file at all, not even the ones whose edits would apply."""
 
 from __future__ import annotations
 
@@ -447,6 +449,7 @@ def test_patched_autocast_sites_compute_in_fp32(verl_copy, run_in_verl):
 
 MODEL = Path("utils") / "model.py"
 SERVER = Path("workers") / "rollout" / "vllm_rollout" / "vllm_async_server.py"
+ENGINE = Path("workers") / "engine" / "fsdp" / "transformer_impl.py"
 VERSION = Path("version") / "version"
 MARKER = ('        if not sampling_params.get("stop") and not sampling_params.get("bad_words"):'
           "  # rlrecipes: verl PR #7679\n")
@@ -481,7 +484,7 @@ def verl_091_copy(tmp_path, verl_python) -> Path:
     out = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('verl').submodule_search_locations[0])"],
                          capture_output=True, text=True, timeout=120, check=True)
     root = tmp_path / "verl"
-    for rel in (MODEL, SERVER, VERSION):
+    for rel in (MODEL, SERVER, ENGINE, VERSION):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(Path(out.stdout.strip()) / rel, root / rel)
     return root
@@ -535,7 +538,8 @@ def verl_files(tmp_path: Path, python: Path, *rels: Path) -> Path:
 @pytest.mark.verl
 @pytest.mark.parametrize(("image", "version"), [("hopper", "0.9.1"), ("a100", "0.8.0")])
 def test_detokenize_edit_on_the_real_generate(tmp_path, verl_python, image, version):
-    root = verl_files(tmp_path, verl_python(version), MODEL, SERVER)
+    # the hopper table edits the FSDP engine too; verl 0.8.0's a100 table only the server
+    root = verl_files(tmp_path, verl_python(version), MODEL, SERVER, *([ENGINE] if image == "hopper" else []))
     edits = patch.IMAGES[image].edits
     server = root / SERVER
     original = server.read_text()
@@ -584,12 +588,81 @@ def test_detokenize_edit_on_the_real_generate(tmp_path, verl_python, image, vers
     assert "outputs[0].token_ids" in body and "outputs[0].text" not in body
 
 
+def forward_step_of(tree: ast.Module) -> ast.FunctionDef:
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "FSDPEngineWithLMHead"]
+    (step,) = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward_step"]
+    return step
+
+
+# The statements the rows-on-host edit put in place of the copy to the device (sys.argv[1]), run in verl
+# 0.9.1's interpreter on a micro batch built as verl builds one: tensors, per-row lists, one meta value.
+ROWS_PROBE = r"""
+import json, sys, torch
+from verl.utils import tensordict_utils as tu
+batch = tu.get_tensordict(
+    tensor_dict={"input_ids": torch.arange(8).view(4, 2), "data_source": ["a", "b", "c", "d"],
+                 "raw_prompt": [[{"role": "user", "content": str(i)}] for i in range(4)],
+                 "multi_modal_inputs": [{"pixel_values": i} for i in range(4)]},
+    non_tensor_dict={"temperature": 1.0})
+scope = {"micro_batch": batch, "get_device_id": lambda: "cpu"}
+exec(sys.argv[1], scope)
+moved = scope["micro_batch"]
+print("ROWS" + json.dumps({"rows": sorted(scope["rows"]), "moved": sorted(moved.keys()),
+                           "kept": sorted(batch.keys()), "same": moved is batch,
+                           "input_ids": moved["input_ids"].tolist(), "temperature": moved["temperature"]}))
+"""
+
+
+@pytest.mark.verl
+def test_rows_on_host_edit_on_the_real_forward_step(tmp_path, verl_python, run_in_verl):
+    root = verl_files(tmp_path, verl_python("0.9.1"), MODEL, SERVER, ENGINE)
+    engine = root / ENGINE
+    original = engine.read_text()
+    step = ast.get_source_segment(original, forward_step_of(ast.parse(original)))
+    assert TO_DEVICE_LINE in step and "exclude" not in step  # the released verl: every field goes to the GPU
+
+    check = run("--verl-root", str(root), "--check")
+    assert check.returncode == 1 and states(check)["rows-on-host"] == "UNPATCHED"
+    first = run("--verl-root", str(root))
+    assert first.returncode == 0 and states(first)["rows-on-host"] == "PATCHED", first.stdout + first.stderr
+    patched = engine.read_text()
+    again = run("--verl-root", str(root))
+    assert again.returncode == 0 and states(again)["rows-on-host"] == "ALREADY"
+    assert engine.read_text() == patched
+    assert run("--verl-root", str(root), "--check").returncode == 0
+
+    # Only the one line was replaced, in FSDPEngineWithLMHead.forward_step (the base class's raises, untouched).
+    edit = EDITS["rows-on-host"]
+    old, new = original.splitlines(keepends=True), patched.splitlines(keepends=True)
+    at = old.index(TO_DEVICE_LINE)
+    assert old.count(TO_DEVICE_LINE) == 1
+    lines = edit.replacement.removeprefix("\n").splitlines(keepends=True)  # the anchor starts at the line before's end
+    assert new == old[:at] + lines + old[at + 1:]
+
+    # The patched module compiles; forward_step copies the batch without its per-row fields.
+    compile(patched, str(engine), "exec")
+    node = forward_step_of(ast.parse(patched))
+    body = ast.get_source_segment(patched, node)
+    assert "micro_batch = micro_batch.exclude(*rows).to(get_device_id())" in body
+    assert "micro_batch = micro_batch.to(get_device_id())" not in body
+    inserted = [stmt for stmt in node.body if at < stmt.lineno <= at + len(lines)]
+    assert [type(stmt).__name__ for stmt in inserted] == ["ImportFrom", "Assign", "Assign"]
+    code = "\n".join(ast.get_source_segment(patched, stmt) for stmt in inserted)
+    probe = run_in_verl("0.9.1", ROWS_PROBE.replace("sys.argv[1]", repr(code)))
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert json.loads(probe.stdout.split("ROWS", 1)[1]) == {
+        "rows": ["data_source", "raw_prompt"],  # per-row, not read by the engine: left on the host
+        "moved": ["input_ids", "multi_modal_inputs", "temperature"],
+        "kept": ["data_source", "input_ids", "multi_modal_inputs", "raw_prompt", "temperature"],  # the worker's
+        "same": False, "input_ids": [[0, 1], [2, 3], [4, 5], [6, 7]], "temperature": 1.0}
+
+
 def test_the_a100_table_is_the_hopper_detokenize_edit_alone():
     assert A100 == (patch.DETOKENIZE,) and patch.DETOKENIZE in HOPPER
     assert patch.IMAGES["a100"].verl == "0.8.0"
 
 
-# A stand-in for the two verl files: the real anchors in functions shaped like verl 0.9.1's.
+# A stand-in for the three verl files: the real anchors in functions shaped like verl 0.9.1's.
 FAKE_MODEL = '''\
 import torch
 
@@ -628,10 +701,36 @@ class vLLMHttpServer:
 '''
 SAMPLING_LINE = "        sampling_params = SamplingParams(max_tokens=max_tokens, **sampling_params)\n"
 
+FAKE_ENGINE = '''\
+from tensordict import TensorDict
 
-def fake_root(tmp_path, model: str = FAKE_MODEL, server: str = FAKE_SERVER) -> Path:
+from verl.utils.device import get_device_id, get_device_name
+
+
+class FSDPEngine:
+    def forward_step(self, micro_batch: TensorDict, loss_function, forward_only):
+        raise NotImplementedError("forward_step must be implemented in subclass")
+
+
+class FSDPEngineWithLMHead(FSDPEngine):
+    def forward_step(self, micro_batch: TensorDict, loss_function, forward_only):
+        device_name = get_device_name()
+        micro_batch = micro_batch.to(get_device_id())
+        model_inputs, output_args = self.prepare_model_inputs(micro_batch=micro_batch)
+        return self.module(**model_inputs), device_name
+
+
+class FSDPEngineWithValueHead(FSDPEngineWithLMHead):
+    def prepare_model_outputs(self, output, output_args, micro_batch: TensorDict, logits_processor_func):
+        return output
+'''
+TO_DEVICE_LINE = "        micro_batch = micro_batch.to(get_device_id())\n"
+RAISE_LINE = '        raise NotImplementedError("forward_step must be implemented in subclass")\n'
+
+
+def fake_root(tmp_path, model: str = FAKE_MODEL, server: str = FAKE_SERVER, engine: str = FAKE_ENGINE) -> Path:
     root = tmp_path / "verl"
-    for rel, text in ((MODEL, model), (SERVER, server), (VERSION, "0.9.1\n")):
+    for rel, text in ((MODEL, model), (SERVER, server), (ENGINE, engine), (VERSION, "0.9.1\n")):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     return root
@@ -646,22 +745,30 @@ def test_the_stand_in_files_patch(tmp_path):
     server = (root / SERVER).read_text()
     assert MARKER + '            sampling_params.setdefault("detokenize", False)\n' + SAMPLING_LINE in server
     ast.parse(server)
+    engine = (root / ENGINE).read_text()
+    assert engine == FAKE_ENGINE.replace("\n" + TO_DEVICE_LINE, EDITS["rows-on-host"].replacement)
+    assert engine.count("# rlrecipes: rows-on-host") == 1 and TO_DEVICE_LINE not in engine
+    ast.parse(engine)
 
 
-@pytest.mark.parametrize("broken", ["generate", "critic"])
+@pytest.mark.parametrize("broken", ["generate", "critic", "engine"])
 def test_one_mismatch_writes_neither_file(tmp_path, capsys, broken):
-    model, server = FAKE_MODEL, FAKE_SERVER
+    model, server, engine = FAKE_MODEL, FAKE_SERVER, FAKE_ENGINE
     if broken == "generate":  # a changed SamplingParams(...) call: the anchor is gone
         server = server.replace(SAMPLING_LINE, SAMPLING_LINE.replace("max_tokens,", "max_tokens, n=1,"))
-    else:  # one of the two critic sites is gone
+    elif broken == "critic":  # one of the two critic sites is gone
         model = model.replace('            attn_implementation="flash_attention_2",\n', "")
-    root = fake_root(tmp_path, model, server)
+    else:  # the copy to the device moved upstream: the anchor is gone
+        engine = engine.replace(TO_DEVICE_LINE, TO_DEVICE_LINE.replace("get_device_id()", "device_name"))
+    root = fake_root(tmp_path, model, server, engine)
     result = run_main(capsys, "hopper", "--verl-root", str(root))
     want = {"critic-attn": "MISMATCH" if broken == "critic" else "UNPATCHED",
-            "rollout-skip-detokenize": "MISMATCH" if broken == "generate" else "UNPATCHED"}
+            "rollout-skip-detokenize": "MISMATCH" if broken == "generate" else "UNPATCHED",
+            "rows-on-host": "MISMATCH" if broken == "engine" else "UNPATCHED"}
     assert result.returncode == 1 and states(result) == want, result.stdout
     assert "nothing written" in result.stderr
     assert (root / MODEL).read_text() == model and (root / SERVER).read_text() == server
+    assert (root / ENGINE).read_text() == engine
     assert sorted(p.name for p in root.rglob(".patch-*")) == []
     assert run_main(capsys, "hopper", "--verl-root", str(root), "--check").returncode == 1
 
@@ -695,6 +802,43 @@ def test_detokenize_anchor_is_the_line_in_vllm_http_server_generate(server, stat
         assert new == server
 
 
+ROWS_PATCHED = FAKE_ENGINE.replace("\n" + TO_DEVICE_LINE, EDITS["rows-on-host"].replacement)
+
+
+@pytest.mark.parametrize(("engine", "state"), [
+    (FAKE_ENGINE, "UNPATCHED"),
+    # the line in the base class's forward_step only
+    (FAKE_ENGINE.replace(TO_DEVICE_LINE, "").replace(RAISE_LINE, TO_DEVICE_LINE + RAISE_LINE), "MISMATCH"),
+    # the line twice in FSDPEngineWithLMHead.forward_step
+    (FAKE_ENGINE.replace(TO_DEVICE_LINE, TO_DEVICE_LINE * 2), "MISMATCH"),
+    # the line nested deeper (another indentation) is not the anchor: patching it would break the block
+    (FAKE_ENGINE.replace(TO_DEVICE_LINE, "        if True:\n    " + TO_DEVICE_LINE), "MISMATCH"),
+    # the line also in a subclass's method: outside FSDPEngineWithLMHead, not counted, left as it is
+    (FAKE_ENGINE.replace("        return output\n", TO_DEVICE_LINE + "        return output\n"), "UNPATCHED"),
+    # forward_step in another class
+    (FAKE_ENGINE.replace("class FSDPEngineWithLMHead(FSDPEngine):", "class FSDPEngineWithLMHeadV2(FSDPEngine):"),
+     "MISMATCH"),
+    # patched before
+    (ROWS_PATCHED, "ALREADY"),
+    # the marker alone, the line as released
+    (FAKE_ENGINE.replace(TO_DEVICE_LINE, "        # rlrecipes: rows-on-host\n" + TO_DEVICE_LINE), "MISMATCH"),
+    # patched, and the released line back beside it
+    (ROWS_PATCHED.replace("        model_inputs, ", TO_DEVICE_LINE + "        model_inputs, "), "MISMATCH"),
+])
+def test_rows_on_host_anchor_is_the_line_in_fsdp_engine_with_lm_head_forward_step(engine, state):
+    edit = EDITS["rows-on-host"]
+    new, got, _ = patch.apply(engine, edit)
+    assert got == state
+    if state == "UNPATCHED":
+        ast.parse(new)
+        assert new.count(edit.marker) == 1 and new.count(TO_DEVICE_LINE) == engine.count(TO_DEVICE_LINE) - 1
+        assert new.index(edit.marker) > new.index("class FSDPEngineWithLMHead(FSDPEngine):")
+        assert new.index(edit.marker) < new.index("class FSDPEngineWithValueHead(")
+        assert patch.apply(new, edit) == (new, "ALREADY", "")
+    else:
+        assert new == engine
+
+
 def test_changed_function_is_a_mismatch_and_nothing_is_written(tmp_path, capsys):
     text = ("def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):\n"
             '    return f(attn_implementation="flash_attention_2",\n)\n')
@@ -702,6 +846,7 @@ def test_changed_function_is_a_mismatch_and_nothing_is_written(tmp_path, capsys)
     result = run_main(capsys, "hopper", "--verl-root", str(root))
     assert result.returncode == 1 and states(result)["critic-attn"] == "MISMATCH"
     assert (root / MODEL).read_text() == text and (root / SERVER).read_text() == FAKE_SERVER
+    assert (root / ENGINE).read_text() == FAKE_ENGINE
 
 
 # In-process runs of main() and apply() (test_the_stand_in_files_patch and the verl-marked tests run the script
@@ -713,13 +858,14 @@ def test_main_in_process_patches_then_reports_already_with_bare_status_lines(tmp
         f"verl 0.9.1 at {root} (hopper edits)",
         f"PATCHED {root / MODEL} critic-attn (verl #5210)",
         f"PATCHED {root / SERVER} rollout-skip-detokenize (verl PR #7679)",
-        "2 edit(s) patched in 2 file(s); 0 already patched",
+        f"PATCHED {root / ENGINE} rows-on-host (per-row non-tensor fields copied to the GPU row by row)",
+        "3 edit(s) patched in 3 file(s); 0 already patched",
     ] and first.stderr == ""
-    patched = {rel: (root / rel).read_text() for rel in (MODEL, SERVER)}
+    patched = {rel: (root / rel).read_text() for rel in (MODEL, SERVER, ENGINE)}
     again = run_main(capsys, "hopper", "--verl-root", str(root))
     assert again.returncode == 0 and set(states(again).values()) == {"ALREADY"}
     assert run_main(capsys, "hopper", "--verl-root", str(root), "--check").returncode == 0
-    assert {rel: (root / rel).read_text() for rel in (MODEL, SERVER)} == patched
+    assert {rel: (root / rel).read_text() for rel in (MODEL, SERVER, ENGINE)} == patched
 
 
 def test_mismatch_details_name_the_counts_and_the_expected_sites(tmp_path, capsys):
@@ -735,6 +881,8 @@ def test_mismatch_details_name_the_counts_and_the_expected_sites(tmp_path, capsy
         f"verl 0.9.1 at {root} (hopper edits)",
         f"MISMATCH {root / MODEL} critic-attn (verl #5210): {critic}",
         f"MISMATCH {root / SERVER} rollout-skip-detokenize (verl PR #7679): {generate}",
+        # an edit that matches is reported unpatched: nothing is written when another one mismatches
+        f"UNPATCHED {root / ENGINE} rows-on-host (per-row non-tensor fields copied to the GPU row by row)",
     ]
     assert result.stderr.splitlines() == [
         "patch_verl: 2 edit(s) do not match verl 0.9.1 as released; nothing written:",
@@ -742,6 +890,7 @@ def test_mismatch_details_name_the_counts_and_the_expected_sites(tmp_path, capsy
         f"  {SERVER.as_posix()} [rollout-skip-detokenize]: {generate}",
     ]
     assert (root / MODEL).read_text() == model and (root / SERVER).read_text() == server
+    assert (root / ENGINE).read_text() == FAKE_ENGINE
 
 
 def test_mismatch_detail_of_a_one_site_edit_is_singular():
@@ -749,6 +898,10 @@ def test_mismatch_detail_of_a_one_site_edit_is_singular():
     new, state, detail = patch.apply(server, EDITS["rollout-skip-detokenize"])
     assert (new, state) == (server, "MISMATCH")
     assert detail == "found anchor 2, replacement 0, marker 0 times in 'async def generate(' (expected 1 site)"
+    engine = FAKE_ENGINE.replace(TO_DEVICE_LINE, TO_DEVICE_LINE * 2)
+    assert patch.apply(engine, EDITS["rows-on-host"]) == (engine, "MISMATCH", (
+        "found anchor 2, replacement 0, marker 0 times in "
+        "'def forward_step(self, micro_batch: TensorDict, loss_function, forward_only):' (expected 1 site)"))
 
 
 def test_module_level_function_at_the_very_start_of_the_file_and_its_already_state():
@@ -821,6 +974,8 @@ def test_check_in_process_writes_nothing_and_says_unpatched(tmp_path, capsys):
     check = run_main(capsys, "hopper", "--verl-root", str(root), "--check")
     assert check.returncode == 1 and set(states(check).values()) == {"UNPATCHED"}
     assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == FAKE_SERVER
+    assert (root / ENGINE).read_text() == FAKE_ENGINE
+    assert check.stderr == "3 of 3 edit(s) unpatched; run without --check to patch\n"
 
 
 def test_a_missing_verl_in_process_is_exit_2_naming_the_directory(tmp_path, capsys):
@@ -832,21 +987,22 @@ def test_a_missing_verl_in_process_is_exit_2_naming_the_directory(tmp_path, caps
         assert (empty.returncode, empty.stdout, empty.stderr) == (2, "", "patch_verl: error: --verl-root is empty\n")
 
 
-@pytest.mark.parametrize("missing", [MODEL, SERVER], ids=["model", "server"])
+@pytest.mark.parametrize("missing", [MODEL, SERVER, ENGINE], ids=["model", "server", "engine"])
 def test_a_missing_site_file_in_process_is_a_mismatch_and_nothing_is_written(tmp_path, capsys, missing):
     # the first edit's file missing too: the edits after it are still checked and reported
     root = fake_root(tmp_path)
     (root / missing).unlink()
     result = run_main(capsys, "hopper", "--verl-root", str(root))
-    gone = {MODEL: "critic-attn", SERVER: "rollout-skip-detokenize"}[missing]
+    gone = {MODEL: "critic-attn", SERVER: "rollout-skip-detokenize", ENGINE: "rows-on-host"}[missing]
     assert result.returncode == 1
     assert states(result) == {name: "MISMATCH" if name == gone else "UNPATCHED" for name in EDITS}
     assert result.stderr.splitlines() == [
         "patch_verl: 1 edit(s) do not match verl 0.9.1 as released; nothing written:",
         f"  {missing.as_posix()} [{gone}]: file not found: {root / missing}",
     ]
-    kept = SERVER if missing == MODEL else MODEL
-    assert (root / kept).read_text() == {MODEL: FAKE_MODEL, SERVER: FAKE_SERVER}[kept]
+    originals = {MODEL: FAKE_MODEL, SERVER: FAKE_SERVER, ENGINE: FAKE_ENGINE}
+    assert {rel: (root / rel).read_text() for rel in originals if rel != missing} == {
+        rel: text for rel, text in originals.items() if rel != missing}
 
 
 def test_verl_root_is_the_importable_verl_package(tmp_path, monkeypatch):
@@ -966,6 +1122,7 @@ def test_an_unreadable_site_file_is_exit_2_naming_it_and_nothing_is_written(tmp_
         2, "", f"patch_verl: error: [Errno 13] Permission denied: '{root / SERVER}'\n")
     monkeypatch.undo()
     assert (root / MODEL).read_text() == FAKE_MODEL and (root / SERVER).read_text() == FAKE_SERVER
+    assert (root / ENGINE).read_text() == FAKE_ENGINE
 
 
 def test_a_site_or_version_file_that_is_not_utf8_is_exit_2_naming_it_and_nothing_is_written(tmp_path, capsys):
@@ -975,7 +1132,7 @@ def test_a_site_or_version_file_that_is_not_utf8_is_exit_2_naming_it_and_nothing
     result = run_main(capsys, "hopper", "--verl-root", str(root))
     assert (result.returncode, result.stdout, result.stderr) == (
         2, "", f"patch_verl: error: {root / SERVER}: not UTF-8 text (invalid start byte at byte 6)\n")
-    assert (root / MODEL).read_text() == FAKE_MODEL
+    assert (root / MODEL).read_text() == FAKE_MODEL and (root / ENGINE).read_text() == FAKE_ENGINE
     (root / "version" / "version").write_bytes(b"0.9.1\xfe")
     result = run_main(capsys, "hopper", "--verl-root", str(root))
     assert (result.returncode, result.stderr) == (
@@ -993,30 +1150,35 @@ def test_skip_of_unknown_names_in_process_is_exit_2_listing_them_and_the_known_o
 def test_skip_in_process_leaves_the_edit_unpatched_and_check_says_so(tmp_path, capsys):
     root = fake_root(tmp_path)
     line = {"critic-attn": f"{root / MODEL} critic-attn (verl #5210)",
-            "rollout-skip-detokenize": f"{root / SERVER} rollout-skip-detokenize (verl PR #7679)"}
+            "rollout-skip-detokenize": f"{root / SERVER} rollout-skip-detokenize (verl PR #7679)",
+            "rows-on-host": f"{root / ENGINE} rows-on-host (per-row non-tensor fields copied to the GPU row by row)"}
     first = run_main(capsys, "hopper", "--verl-root", str(root), "--skip", "critic-attn")
     assert (first.returncode, first.stderr) == (0, "") and first.stdout.splitlines() == [
         f"verl 0.9.1 at {root} (hopper edits)",
         f"UNPATCHED {line['critic-attn']}",
         f"PATCHED {line['rollout-skip-detokenize']}",
-        "1 edit(s) patched in 1 file(s); 0 already patched; left unpatched on request: critic-attn",
+        f"PATCHED {line['rows-on-host']}",
+        "2 edit(s) patched in 2 file(s); 0 already patched; left unpatched on request: critic-attn",
     ]
     assert (root / MODEL).read_text() == FAKE_MODEL and "# rlrecipes: verl PR #7679" in (root / SERVER).read_text()
+    assert "# rlrecipes: rows-on-host" in (root / ENGINE).read_text()
 
     check = run_main(capsys, "hopper", "--verl-root", str(root), "--check")
     assert check.returncode == 1 and check.stdout.splitlines() == [
         f"verl 0.9.1 at {root} (hopper edits, check only)",
         f"UNPATCHED {line['critic-attn']}",
         f"ALREADY {line['rollout-skip-detokenize']}",
+        f"ALREADY {line['rows-on-host']}",
     ]
-    assert check.stderr == "1 of 2 edit(s) unpatched; run without --check to patch\n"
+    assert check.stderr == "1 of 3 edit(s) unpatched; run without --check to patch\n"
 
     both = run_main(capsys, "hopper", "--verl-root", str(root), "--skip", "critic-attn",
                     "--skip", "rollout-skip-detokenize")
     assert (both.returncode, both.stderr) == (0, "") and both.stdout.splitlines()[1:] == [
         f"UNPATCHED {line['critic-attn']}",
         f"ALREADY {line['rollout-skip-detokenize']}",
-        "0 edit(s) patched in 0 file(s); 1 already patched; "
+        f"ALREADY {line['rows-on-host']}",
+        "0 edit(s) patched in 0 file(s); 2 already patched; "
         "left unpatched on request: critic-attn, rollout-skip-detokenize",
     ]
     assert (root / MODEL).read_text() == FAKE_MODEL
@@ -1025,12 +1187,29 @@ def test_skip_in_process_leaves_the_edit_unpatched_and_check_says_so(tmp_path, c
     assert (rest.returncode, rest.stderr) == (0, "") and rest.stdout.splitlines()[1:] == [
         f"PATCHED {line['critic-attn']}",
         f"ALREADY {line['rollout-skip-detokenize']}",
-        "1 edit(s) patched in 1 file(s); 1 already patched",
+        f"ALREADY {line['rows-on-host']}",
+        "1 edit(s) patched in 1 file(s); 2 already patched",
     ]
     done = run_main(capsys, "hopper", "--verl-root", str(root), "--check")
     assert (done.returncode, done.stderr) == (0, "") and done.stdout.splitlines() == [
         f"verl 0.9.1 at {root} (hopper edits, check only)",
         f"ALREADY {line['critic-attn']}",
         f"ALREADY {line['rollout-skip-detokenize']}",
-        "all 2 edits applied",
+        f"ALREADY {line['rows-on-host']}",
+        "all 3 edits applied",
     ]
+
+
+def test_skip_of_the_rows_edit_alone_leaves_its_file_as_released(tmp_path, capsys):
+    root = fake_root(tmp_path)
+    result = run_main(capsys, "hopper", "--verl-root", str(root), "--skip", "rows-on-host")
+    assert (result.returncode, result.stderr) == (0, "") and result.stdout.splitlines()[1:] == [
+        f"PATCHED {root / MODEL} critic-attn (verl #5210)",
+        f"PATCHED {root / SERVER} rollout-skip-detokenize (verl PR #7679)",
+        f"UNPATCHED {root / ENGINE} rows-on-host (per-row non-tensor fields copied to the GPU row by row)",
+        "2 edit(s) patched in 2 file(s); 0 already patched; left unpatched on request: rows-on-host",
+    ]
+    assert (root / ENGINE).read_text() == FAKE_ENGINE
+    check = run_main(capsys, "hopper", "--verl-root", str(root), "--check")
+    assert check.returncode == 1 and states(check) == {
+        "critic-attn": "ALREADY", "rollout-skip-detokenize": "ALREADY", "rows-on-host": "UNPATCHED"}

@@ -1,4 +1,4 @@
-"""benchmarks/gpu/verl_trial.py, the trial edits a lever sitting applies to verl 0.9.1 for one launch.
+"""benchmarks/gpu/verl_trial.py, which puts one edit of the Hopper table into verl 0.9.1 or takes it out for a launch.
 
 rows-on-host on a copy of the released verl 0.9.1 package, imported as the product imports it: the real
 `FSDPEngineWithLMHead.forward_step` is called with a GSM8K-shaped batch built by verl's own `tu.get_tensordict`,
@@ -129,5 +129,5 @@ def test_other_verl_versions_and_missing_roots_are_bad_input(tmp_path):
     (tmp_path / "verl" / "version").mkdir(parents=True)
     (tmp_path / "verl" / "version" / "version").write_text("0.8.0\n")
     result = trial("--verl-root", str(tmp_path / "verl"))
-    assert result.returncode == 2 and "verl 0.8.0 found; the trial edits are for verl 0.9.1 only" in result.stderr
+    assert result.returncode == 2 and "verl 0.8.0 found; the hopper edits are for verl 0.9.1 only" in result.stderr
     assert trial("--verl-root", "").returncode == 2
