@@ -5,6 +5,8 @@ second H100 host" is read from that sitting's console logs and metrics."""
 
 from __future__ import annotations
 
+import json
+import statistics
 import subprocess
 import sys
 from collections import Counter
@@ -206,7 +208,10 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
         "| `startup-levers-h100-6/levers/profile/metrics-20261206T150647Z.jsonl`",
         "| `startup-levers-h100-7/levers/micro512/metrics-20261206T173338Z.jsonl`",
         "| `startup-levers-h100-7/levers/profile-stack/metrics-20261206T174312Z.jsonl`",
-        "| `startup-levers-h100-7/levers/shipped-warm/metrics-20261206T173859Z.jsonl`"]
+        "| `startup-levers-h100-7/levers/shipped-warm/metrics-20261206T173859Z.jsonl`",
+        "| `startup-levers-h200/levers/profile-stack/metrics-20261206T202117Z.jsonl`",
+        "| `startup-levers-h200/levers/rows-on-host/metrics-20261206T203133Z.jsonl`",
+        "| `startup-levers-h200/levers/shipped-warm/metrics-20261206T201413Z.jsonl`"]
 
 
 def test_the_shipped_polls_generations_are_quoted_from_their_rows():
@@ -222,7 +227,7 @@ def test_the_shipped_polls_generations_are_quoted_from_their_rows():
         times = [step.get("timing_s/step") for step in read_jsonl(log).steps.values()]
         medians.append(statistics.median([t for t in times if t is not None][1:]))  # the launch's first step out
     text = flat(OVERHEAD)
-    assert len(shipped) == 12 and len(medians) == 6
+    assert len(shipped) == 15 and len(medians) == 6
     assert f"took {min(after):.2f}-{max(after):.2f} s against the `poll` launch's 1.41-1.52 s" in text
     assert (f"(median {min(medians):.2f}-{max(medians):.2f} s in the fifth to seventh reliability sittings' six "
             "launches") in text
@@ -591,3 +596,125 @@ def test_the_stretch_without_an_operator_is_quoted_from_the_slim_trace():
                    f"The update passes' other long stretch, {span([g['s'] for g in backward])} s"):
         assert quoted in text, quoted
     assert f"grows with its rows ({span(per_row, 2)} ms a row" in flat(REPO / "docs" / "benchmarks.md")
+
+
+# ------------------------------------------------------------ the seventh sitting (the per-row fields stay on the host)
+SEVENTH = RECORDS / "startup-levers-h200"
+
+
+def test_the_seventh_sittings_tables_are_what_the_script_prints():
+    text = OVERHEAD.read_text()
+    module = _levers_table()
+    table = module.table(SEVENTH)
+    assert _between(text, "levers-table startup-levers-h200") == table
+    assert _between(text, "levers-phases startup-levers-h200") == module.phases_table(SEVENTH)
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [
+        "| `shipped-warm`, the host's first", "| `profile-stack`", "| `rows-on-host`"]
+    # the lever's launch had the edit in (its status line), and its engine was built before it was taken out
+    assert (SEVENTH / "levers" / "rows-on-host" / "verl-trial.txt").read_text().startswith("PATCHED ")
+    console = next((SEVENTH / "levers" / "rows-on-host").glob("console-*.log")).read_text(errors="replace")
+    assert "2026-12-06 20:33:03,954:actor and ref model engine initialized" in console
+
+
+def test_the_rows_on_host_lever_is_quoted_from_its_metrics():
+    """"The seventh sitting": the three training phases, each phase, the steps, the agreement and the trainer peak
+    of `rows-on-host` against the profile as shipped on the same host (`shipped-warm`'s steps 2-8 and
+    `profile-stack`'s unprofiled 2, 3 and 5), each range read from the launches' metrics."""
+    module = _levers_table()
+    keep = {"shipped-warm": range(2, 9), "profile-stack": (2, 3, 5), "rows-on-host": range(2, 7)}
+    steps, metrics = {}, {}
+    for lever, wanted in keep.items():
+        timing = module.timings(SEVENTH / "levers" / lever)
+        assert set(wanted) <= set(timing), lever
+        steps[lever] = [timing[n] for n in wanted]
+        recorded = read_jsonl(next((SEVENTH / "levers" / lever).glob("metrics-*.jsonl"))).steps
+        metrics[lever] = [recorded[n] for n in wanted]
+
+    def span(values, digits=2) -> str:
+        return module._span(values, digits, unit="")
+
+    three = {lever: [t["old_log_prob"] + t["ref"] + t["update_actor"] for t in rows] for lever, rows in steps.items()}
+    phase = {(lever, key): span([t[key] for t in rows]) for lever, rows in steps.items()
+             for key in ("old_log_prob", "ref", "update_actor", "step")}
+    corr = {lever: span([m["training/rollout_actor_probs_pearson_corr"] for m in rows], 4)
+            for lever, rows in metrics.items()}
+    diff = {lever: span([m["training/rollout_probs_diff_mean"] for m in rows], 4) for lever, rows in metrics.items()}
+    peak = {lever: {f"{m['actor/perf/max_memory_allocated_gb']:.2f}" for m in rows} for lever, rows in metrics.items()}
+    lever, shipped, stack = "rows-on-host", "shipped-warm", "profile-stack"
+    # no step with the edit as slow as any of the ten without it
+    assert max(three[lever]) < min(three[shipped] + three[stack]) and len(three[shipped] + three[stack]) == 10
+    text = flat(OVERHEAD)
+    for quoted in (f"took {span(three[lever])} s a step together with `rows-on-host` (steps 2-6) against "
+                   f"{span(three[shipped])} s as shipped (`shipped-warm`, steps 2-8) and {span(three[stack])} s in "
+                   "`profile-stack`'s steps 2, 3 and 5",
+                   f"old log-probs {phase[lever, 'old_log_prob']} s against {phase[shipped, 'old_log_prob']} s, "
+                   f"reference {phase[lever, 'ref']} s against {phase[shipped, 'ref']} s, update "
+                   f"{phase[lever, 'update_actor']} s against {phase[shipped, 'update_actor']} s",
+                   f"Whole steps took {phase[lever, 'step']} s against {phase[shipped, 'step']} s",
+                   f"Pearson {corr[lever]} and mean |dp| {diff[lever]} with the edit, {corr[shipped]} and "
+                   f"{diff[shipped]} as shipped; trainer peak {peak[lever].pop()} GiB in both",
+                   f"6.15-8.10 s a steady step on this host"):
+        assert quoted in text, quoted
+    assert peak[lever] == set() and peak[shipped] == {"2.08"}
+    assert phase[lever, "step"] == "6.15-8.10"
+    gain = statistics.mean(three[shipped]) - statistics.mean(three[lever])
+    assert f"about {gain:.1f} s a step, the two launches' mean steady steps" in text
+    summary = flat(REPO / "docs" / "benchmarks.md")
+    assert (f"the three training phases {span(three[lever])} s a step with `rows-on-host` against "
+            f"{span(three[shipped])} s as shipped ({span(three[stack])} s in `profile-stack`'s unprofiled steps), "
+            f"steps {phase[lever, 'step']} s against {phase[shipped, 'step']} s") in summary
+    assert f"(Pearson {corr[lever]}); trainer peak 2.08 GiB in both" in summary
+    # the README and the edit's own docstring quote the lever against all ten steps without it
+    ten = f"{span(three[lever])} s a step with it against {span(three[shipped] + three[stack])} s without"
+    assert f"as any of the ten without it ({span(three[shipped] + three[stack])} s)" in text
+    assert ten in flat(REPO / "README.md") and ten in flat(REPO / "scripts" / "patch_verl.py")
+
+
+def test_the_seventh_sittings_start_ups_and_copy_times_are_quoted_from_their_records():
+    startups = {lever: read_startup(next((SEVENTH / "levers" / lever).glob("console-*.log")))
+                for lever in ("shipped-warm", "profile-stack", "rows-on-host")}
+    assert all(s.complete and s.from_launch for s in startups.values())
+    total = {lever: f"{s.total_s:.0f}" for lever, s in startups.items()}
+    rollout = {lever: f"{p.seconds:.0f}" for lever, s in startups.items() for p in s.phases if p.key == "rollout"}
+    text = flat(OVERHEAD)
+    assert (f"{total['shipped-warm']} s as shipped as the host's first launch (rollout engine "
+            f"{rollout['shipped-warm']} s), `profile-stack` {total['profile-stack']} s and `rows-on-host` "
+            f"{total['rows-on-host']} s on the warm host") in text
+    assert (f"`startup-levers-h200`'s `profile-stack` and `rows-on-host` ({total['profile-stack']} and "
+            f"{total['rows-on-host']} s)") in text
+    # rows_copy.py's lines: two processes with the edit, one without; the first of each size's five calls out
+    runs = [json.loads(line) for line in (SEVENTH / "rows-copy.txt").read_text().splitlines() if line.startswith("{")]
+    assert [r["edit"] for r in runs] == [True, True, False]
+
+    def ms(edit: bool, rows: str, outlier: float | None = None) -> str:
+        values = [v for r in runs if r["edit"] is edit for v in r[rows][1:] if v != outlier]
+        digits = 1 if edit else 0  # as the record quotes them: tenths with the edit, whole ms without
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+    released = [v for r in runs if not r["edit"] for v in r["128"][1:]]
+    outlier = max(released)
+    assert (f"{ms(False, '128', outlier)} ms for 128 rows (one outlier {outlier:.0f} ms), {ms(False, '256')} ms for "
+            f"256 and {ms(False, '512')} ms for 512 as released, against {ms(True, '128')}, {ms(True, '256')} and "
+            f"{ms(True, '512')} ms with the edit") in text
+    first = max(v for r in runs for size in ("128", "256", "512") for v in r[size][:1])
+    assert f"out: up to {first:.0f} ms" in text
+
+
+def test_the_stack_traces_stretch_is_quoted_from_its_slim_copy():
+    """`profile-stack`'s step 4: in every pass the longest stretch without an operator is the one after the copy to
+    the GPU, before the first tensor of `prepare_model_inputs` -- the line the rows-on-host edit changes."""
+    module = _torch_trace()
+    folder = SEVENTH / "levers" / "profile-stack"
+    micro = [r for r in module.stages(module.load(next(folder.glob("*.slim.json.gz"))))
+             if r["stage"].startswith("micro_batch")]
+    assert len(micro) == 8  # two old-log-prob passes, two reference passes, four update passes
+    copy = [r["gaps"][0] for r in micro]
+    assert all((g["after"], g["before"]) == ("aten::to", "aten::empty") for g in copy), copy
+
+    def span(gaps) -> str:
+        return _levers_table()._span([g["s"] for g in gaps], 2, unit="")
+
+    assert (f"{span(copy[:2])} s after `aten::to` and before `aten::empty` in each old-log-prob pass of 256 rows, "
+            f"{span(copy[2:4])} s in each reference pass, {span(copy[4:]).split('-')[0]} s in each update pass of "
+            "128 rows") in flat(OVERHEAD)
+    assert len({f"{g['s']:.2f}" for g in copy[4:]}) == 1  # quoted once: the same in all four

@@ -155,7 +155,8 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
         "recovery-faults-hopper-4", "recovery-faults-hopper-4", "recovery-faults-hopper-5", "recovery-faults-hopper-5",
         "recovery-faults-hopper-6", "recovery-faults-hopper-6", "startup-levers-h100-3", "startup-levers-h100-4",
         "startup-levers-h100-5", "startup-levers-h100-5", "startup-levers-h100-6", "startup-levers-h100-7",
-        "startup-levers-h100-7", "startup-levers-h100-7"]
+        "startup-levers-h100-7", "startup-levers-h100-7", "startup-levers-h200", "startup-levers-h200",
+        "startup-levers-h200"]
     # each recovery sitting's run: its first launch (cold host), then the same command's relaunch on that host
     runs: dict[Path, list] = {}
     for s in sorted((s for s in uni if s.log.parent.name == "logs"), key=lambda s: s.log.name):
@@ -163,17 +164,21 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     assert [len(launches) for launches in runs.values()] == [2, 2, 2]
     firsts, relaunches = [r[0] for r in runs.values()], [r[1] for r in runs.values()]
     # the lever sittings' launches with the profile as shipped: each host's first (the fourth sitting's `timeline`,
-    # the fifth's `shipped-cold` and, on its second host, `profile`, the sixth's `micro512`), and the later launches
-    # on a warm host (the fifth's `profile`, cut short after "ready to fit"; the sixth's `shipped-warm` and
-    # `profile-stack`); `profile` and `profile-stack` differ from the profile as shipped only in step 4's torch
-    # profiler, `micro512` in the training passes' micro batches, none in what runs before step 1
+    # the fifth's `shipped-cold` and, on its second host, `profile`, the sixth's `micro512`, the seventh's
+    # `shipped-warm`), and the later launches on a warm host (the fifth's `profile`, cut short after "ready to fit";
+    # the sixth's `shipped-warm` and `profile-stack`; the seventh's `profile-stack` and `rows-on-host`); `profile`
+    # and `profile-stack` differ from the profile as shipped only in step 4's torch profiler, `micro512` in the
+    # training passes' micro batches, `rows-on-host` in what the training passes copy to the GPU, none in what runs
+    # before step 1
     def lever(sitting: str, name: str):
         return next(s for s in uni if s.log.parent.name == name and s.log.parts[-4] == sitting)
 
     cold = [lever("startup-levers-h100-4", "timeline"), lever("startup-levers-h100-5", "shipped-cold"),
-            lever("startup-levers-h100-6", "profile"), lever("startup-levers-h100-7", "micro512"), *firsts]
+            lever("startup-levers-h100-6", "profile"), lever("startup-levers-h100-7", "micro512"),
+            lever("startup-levers-h200", "shipped-warm"), *firsts]
     warm = [*relaunches, lever("startup-levers-h100-5", "profile"), lever("startup-levers-h100-7", "shipped-warm"),
-            lever("startup-levers-h100-7", "profile-stack")]
+            lever("startup-levers-h100-7", "profile-stack"), lever("startup-levers-h200", "profile-stack"),
+            lever("startup-levers-h200", "rows-on-host")]
     assert len({s.log for s in cold + warm}) == len(uni) - 1  # every launch with uni but the `uni` lever's own
     cold_totals, cold_rollout = [s.total_s for s in cold], phase(cold, "rollout")
     warm_totals, warm_rollout = [s.total_s for s in warm], phase(warm, "rollout")
