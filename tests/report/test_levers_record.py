@@ -476,6 +476,24 @@ def test_the_slim_trace_keeps_the_full_traces_figures_for_the_main_threads_stage
             assert line in host, line
 
 
+def _start_ups(sitting: Path, levers: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """Each launch's seconds to "ready to fit" and its rollout engine's, as the records' tables print them."""
+    startups = {lever: read_startup(next((sitting / "levers" / lever).glob("console-*.log"))) for lever in levers}
+    assert all(s.complete and s.from_launch for s in startups.values())
+    total = {lever: f"{s.total_s:.0f}" for lever, s in startups.items()}
+    rollout = {lever: f"{p.seconds:.0f}" for lever, s in startups.items() for p in s.phases if p.key == "rollout"}
+    return total, rollout
+
+
+def _sitting_tables(sitting: Path, launches: list[str]) -> None:
+    """The sitting's two tables in the record are what levers_table.py prints, its launches labelled in order."""
+    text, module = OVERHEAD.read_text(), _levers_table()
+    table = module.table(sitting)
+    assert _between(text, f"levers-table {sitting.name}") == table
+    assert _between(text, f"levers-phases {sitting.name}") == module.phases_table(sitting)
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [f"| {label}" for label in launches]
+
+
 # --------------------------------------------------------------------------- the sixth sitting (one micro batch a pass)
 SIXTH = RECORDS / "startup-levers-h100-7"
 
@@ -483,13 +501,9 @@ SIXTH = RECORDS / "startup-levers-h100-7"
 def test_the_sixth_sittings_tables_are_what_the_script_prints_and_name_each_launchs_place():
     """The tables are the script's; the host's first launch is named so whatever its lever, and `shipped-warm` is
     "the same command again" only right after `shipped-cold` (here it followed `micro512`)."""
-    text = OVERHEAD.read_text()
+    _sitting_tables(SIXTH, ["`micro512`, the host's first", "`shipped-warm`, as shipped, on the warm host",
+                            "`profile-stack`"])
     module = _levers_table()
-    table = module.table(SIXTH)
-    assert _between(text, "levers-table startup-levers-h100-7") == table
-    assert _between(text, "levers-phases startup-levers-h100-7") == module.phases_table(SIXTH)
-    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [
-        "| `micro512`, the host's first", "| `shipped-warm`, as shipped, on the warm host", "| `profile-stack`"]
     assert module.label("shipped-warm", ["shipped-cold"]) == ", the same command again"
     assert module.label("timeline", []) == ", the host's first" and module.label("poll", ["shipped-cold"]) == ""
 
@@ -542,11 +556,7 @@ def test_the_micro_batch_lever_is_quoted_from_its_metrics():
 
 
 def test_the_sixth_sittings_start_ups_are_quoted_from_its_console_logs():
-    startups = {lever: read_startup(next((SIXTH / "levers" / lever).glob("console-*.log")))
-                for lever in ("micro512", "shipped-warm", "profile-stack")}
-    assert all(s.complete and s.from_launch for s in startups.values())
-    total = {lever: f"{s.total_s:.0f}" for lever, s in startups.items()}
-    rollout = {lever: f"{p.seconds:.0f}" for lever, s in startups.items() for p in s.phases if p.key == "rollout"}
+    total, rollout = _start_ups(SIXTH, ("micro512", "shipped-warm", "profile-stack"))
     text = flat(OVERHEAD)
     for quoted in (f"**The start-up, as shipped: {total['shipped-warm']} s to \"ready to fit\" on the warm host** "
                    f"(rollout engine {rollout['shipped-warm']} s), and `micro512`'s {total['micro512']} s (rollout "
@@ -603,13 +613,7 @@ SEVENTH = RECORDS / "startup-levers-h200"
 
 
 def test_the_seventh_sittings_tables_are_what_the_script_prints():
-    text = OVERHEAD.read_text()
-    module = _levers_table()
-    table = module.table(SEVENTH)
-    assert _between(text, "levers-table startup-levers-h200") == table
-    assert _between(text, "levers-phases startup-levers-h200") == module.phases_table(SEVENTH)
-    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [
-        "| `shipped-warm`, the host's first", "| `profile-stack`", "| `rows-on-host`"]
+    _sitting_tables(SEVENTH, ["`shipped-warm`, the host's first", "`profile-stack`", "`rows-on-host`"])
     # the lever's launch had the edit in (its status line), and its engine was built before it was taken out
     assert (SEVENTH / "levers" / "rows-on-host" / "verl-trial.txt").read_text().startswith("PATCHED ")
     console = next((SEVENTH / "levers" / "rows-on-host").glob("console-*.log")).read_text(errors="replace")
@@ -671,11 +675,7 @@ def test_the_rows_on_host_lever_is_quoted_from_its_metrics():
 
 
 def test_the_seventh_sittings_start_ups_and_copy_times_are_quoted_from_their_records():
-    startups = {lever: read_startup(next((SEVENTH / "levers" / lever).glob("console-*.log")))
-                for lever in ("shipped-warm", "profile-stack", "rows-on-host")}
-    assert all(s.complete and s.from_launch for s in startups.values())
-    total = {lever: f"{s.total_s:.0f}" for lever, s in startups.items()}
-    rollout = {lever: f"{p.seconds:.0f}" for lever, s in startups.items() for p in s.phases if p.key == "rollout"}
+    total, rollout = _start_ups(SEVENTH, ("shipped-warm", "profile-stack", "rows-on-host"))
     text = flat(OVERHEAD)
     assert (f"{total['shipped-warm']} s as shipped as the host's first launch (rollout engine "
             f"{rollout['shipped-warm']} s), `profile-stack` {total['profile-stack']} s and `rows-on-host` "
