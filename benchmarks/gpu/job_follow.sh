@@ -11,25 +11,17 @@ LIMIT="${1:-540}"; T0=$(date +%s)
 while [ ! -f /root/w/out/DONE ] && [ $(( $(date +%s) - T0 )) -lt "$LIMIT" ]; do sleep 10; done
 cat /root/w/out/timeline.txt 2>/dev/null
 cp /root/w/out/timeline.txt "$RESULTS/" 2>/dev/null
+# torch profiler traces (startup_levers.sh's `profile` levers): read (read_traces.sh) before the tarball is packed, so
+# that their readings and slim copies travel in it; the traces themselves beside it, in a tar of their own
+traces=$(cd /root/w 2>/dev/null && find out -path '*/trace/*.json.gz' 2>/dev/null | sort)
+[ -z "$traces" ] || bash benchmarks/gpu/read_traces.sh > "$RESULTS/torch-trace.txt" 2>&1
 # the lever launches' log folders too: a launch the job has not finished has its console log only there
 logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs seeds/logs \
   $(cd /root/w 2>/dev/null && ls -d levers/logs-* 2>/dev/null); do [ -d "/root/w/$d" ] && logs+=("$d"); done
 tar -czf "$RESULTS/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' --exclude='trace' \
   out "${logs[@]}" 2>/dev/null
-# torch profiler traces (startup_levers.sh's `profile`: already gzipped, possibly large -- 164 MB with `profile-stack`'s
-# Python stacks) travel beside the tarball in a tar of their own, with torch_trace.py's reading of each made here and
-# its slim copy (the stages' figures in under 1 MB) written beside the lever's logs, into the tarball: a trace too
-# large to bring back still leaves its figures
-traces=$(cd /root/w && find out -path '*/trace/*.json.gz' ! -name '*.slim.json.gz' 2>/dev/null | sort)
 if [ -n "$traces" ]; then
-  for t in $traces; do
-    base="/root/w/${t%/trace/*}/$(basename "$t" .json.gz)"  # its reading and slim copy: read once, kept whole
-    echo "== $t ($(stat -c %s "/root/w/$t") bytes)"
-    [ -f "$base.trace.txt" ] || { python3 benchmarks/gpu/torch_trace.py "/root/w/$t" --top 12 \
-      --slim "$base.slim.json.gz" > "$base.trace.txt.tmp" 2>&1 && mv "$base.trace.txt.tmp" "$base.trace.txt"; }
-    cat "$base.trace.txt" 2>/dev/null || cat "$base.trace.txt.tmp"
-  done > "$RESULTS/torch-trace.txt" 2>&1
   # shellcheck disable=SC2086  # one path a word
   tar -cf "$RESULTS/profile-traces.tar" -C /root/w $traces
   [ "$(stat -c %s "$RESULTS/profile-traces.tar")" -le $((40 * 1024 * 1024)) ] \

@@ -168,6 +168,7 @@ for lever in "${levers[@]}"; do
   [ -z "$edit_out" ] || python3 benchmarks/gpu/verl_trial.py "$edit_out" >> "$O/levers/$lever/verl-trial.txt" 2>&1
   gzip -f "$O/levers/$lever"/ray-timeline.json 2>/dev/null
   cp "$W/logs-$lever/$RECIPE"/console-*.log "$W/logs-$lever/$RECIPE"/metrics-*.jsonl "$O/levers/$lever/" 2>/dev/null
+  [ ! -d "$O/levers/$lever/trace" ] || bash benchmarks/gpu/read_traces.sh > /dev/null 2>&1  # a profile's reading
   stamp "$lever: exit $code; $(grep -ac 'step:[0-9]' "$O/levers/$lever"/console-*.log 2>/dev/null || echo 0) step line(s)"
   sleep 10  # the GPU memory the launch frees, as the next one finds it
 done
