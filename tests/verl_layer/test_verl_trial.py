@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu" / "verl_trial.py"
 IMPL = Path("workers") / "engine" / "fsdp" / "transformer_impl.py"
 
-pytestmark = pytest.mark.verl
+# one xdist worker runs this module: its module fixture (a copy of verl) is built once (tests/conftest.py)
+pytestmark = [pytest.mark.verl, pytest.mark.xdist_group("verl_layer/test_verl_trial")]
 
 # What the worker's forward_step hands to prepare_model_inputs, on CPU (the device id is the one thing changed).
 PROBE = textwrap.dedent("""
