@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PATCHED, ALREADY, UNPATCHED, MISMATCH = "PATCHED", "ALREADY", "UNPATCHED", "MISMATCH"
+REVERTED = "REVERTED"  # benchmarks/gpu/verl_trial.py's --revert: an applied edit taken out again
 
 
 @dataclass(frozen=True)
@@ -322,12 +323,19 @@ def state_of(body: str, edit: Edit) -> str:
     return MISMATCH
 
 
-def apply(text: str, edit: Edit) -> tuple[str, str, str]:
-    """(new text, state, detail) of one edit: state UNPATCHED (new text has it applied), ALREADY or MISMATCH."""
+def scope(text: str, edit: Edit) -> tuple[int, int] | None:
+    """(start, end) of the text an edit's anchor is counted in: its function (inside its class, for a method), or
+    the whole file; None unless that function is found exactly once."""
     span: tuple[int, int] | None = (0, len(text))
     if edit.function:
-        scope = block(text, edit.within) if edit.within else span
-        span = block(text, edit.function, *scope) if scope else None
+        within = block(text, edit.within) if edit.within else span
+        span = block(text, edit.function, *within) if within else None
+    return span
+
+
+def apply(text: str, edit: Edit) -> tuple[str, str, str]:
+    """(new text, state, detail) of one edit: state UNPATCHED (new text has it applied), ALREADY or MISMATCH."""
+    span = scope(text, edit)
     if span is None:
         where = f"{edit.within.strip()} " if edit.within else ""
         return text, MISMATCH, f"{where}{edit.function.strip()!r} not found exactly once"
@@ -348,6 +356,16 @@ def apply(text: str, edit: Edit) -> tuple[str, str, str]:
     return text, MISMATCH, f"found {counts} times in {scope_name} (expected {sites})"
 
 
+def revert(text: str, edit: Edit) -> tuple[str, str, str]:
+    """(new text, state, detail) of taking one edit out: REVERTED (new text has the released anchor back wherever
+    the edit is applied as the table has it), UNPATCHED (nothing to take out) or MISMATCH (as `apply` says)."""
+    _, state, detail = apply(text, edit)
+    if state != ALREADY:
+        return text, state, detail
+    start, end = scope(text, edit)  # found: the edit is applied there
+    return text[:start] + text[start:end].replace(edit.replacement, edit.anchor) + text[end:], REVERTED, ""
+
+
 def write_atomically(path: Path, text: str) -> None:
     # Temp file + rename in the same directory, keeping the mode: a reader never sees half a module.
     mode = path.stat().st_mode & 0o7777
@@ -363,6 +381,25 @@ def write_atomically(path: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def table_root(explicit: str | None, image: str) -> Path:
+    """The verl package directory (`explicit`, else the importable verl) holding the verl version `image`'s edits
+    were written for; ValueError naming what is wrong otherwise."""
+    root = None
+    try:
+        root = verl_root(explicit).resolve()
+        version = verl_version(root)
+    except OSError as exc:
+        raise ValueError(str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{root / 'version' / 'version'}: not UTF-8 text "
+                         f"({exc.reason} at byte {exc.start})") from exc
+    if version is None:
+        raise ValueError(f"{root}: not a verl package directory (no version/version file)")
+    if version != IMAGES[image].verl:
+        raise ValueError(f"{root}: verl {version} found; the {image} edits are for verl {IMAGES[image].verl} only")
+    return root
 
 
 def _error(message: str) -> int:
@@ -384,16 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         return _error(f"--skip: unknown edit(s) {unknown}; known: {', '.join(e.name for e in table.edits)}")
     try:
-        root = verl_root(args.verl_root).resolve()
-        version = verl_version(root)
-    except OSError as exc:
+        root = table_root(args.verl_root, args.image)
+    except ValueError as exc:
         return _error(str(exc))
-    except UnicodeDecodeError as exc:
-        return _error(f"{root / 'version' / 'version'}: not UTF-8 text ({exc.reason} at byte {exc.start})")
-    if version is None:
-        return _error(f"{root}: not a verl package directory (no version/version file)")
-    if version != table.verl:
-        return _error(f"{root}: verl {version} found; the {args.image} edits are for verl {table.verl} only")
 
     texts: dict[str, str] = {}
     try:
@@ -421,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         for rel in changed:
             write_atomically(root / rel, new[rel])
 
-    print(f"verl {version} at {root} ({args.image} edits{', check only' if args.check else ''})")
+    print(f"verl {table.verl} at {root} ({args.image} edits{', check only' if args.check else ''})")
     for edit, state, detail in states:
         shown = PATCHED if state == UNPATCHED and write and edit.name not in args.skip else state
         print(f"{shown} {root / edit.file} {edit.name} ({edit.why})" + (f": {detail}" if detail else ""))

@@ -28,24 +28,7 @@ _spec = importlib.util.spec_from_file_location("rlrecipes_patch_verl",
 _patch = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = _patch  # the dataclasses in it look their module up
 _spec.loader.exec_module(_patch)
-ALREADY, MISMATCH, PATCHED, UNPATCHED = _patch.ALREADY, _patch.MISMATCH, _patch.PATCHED, _patch.UNPATCHED
-Edit, apply, block, write_atomically = _patch.Edit, _patch.apply, _patch.block, _patch.write_atomically
-verl_root, verl_version = _patch.verl_root, _patch.verl_version
-
-VERL = _patch.IMAGES["hopper"].verl
-REVERTED = "REVERTED"
-EDITS: dict[str, Edit] = {edit.name: edit for edit in _patch.IMAGES["hopper"].edits}
-
-
-def revert(text: str, edit: Edit) -> tuple[str, str, str]:
-    """(new text, state, detail): REVERTED (new text has the anchor back), UNPATCHED (nothing to take out) or
-    MISMATCH (the site is neither the edit as applied nor the anchor as released)."""
-    _, state, detail = apply(text, edit)
-    if state != ALREADY:
-        return text, state, detail
-    scope = block(text, edit.within) if edit.within else (0, len(text))
-    start, end = block(text, edit.function, *scope) if edit.function else scope
-    return text[:start] + text[start:end].replace(edit.replacement, edit.anchor) + text[end:], REVERTED, ""
+EDITS = {edit.name: edit for edit in _patch.IMAGES["hopper"].edits}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,25 +41,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     edit = EDITS[args.edit]
     try:
-        root = verl_root(args.verl_root).resolve()
-        version = verl_version(root)
-        path = root / edit.file
-        text = path.read_text(encoding="utf-8") if version == VERL else ""
-    except (OSError, UnicodeError) as exc:
+        path = _patch.table_root(args.verl_root, "hopper") / edit.file
+        text = path.read_text(encoding="utf-8")
+    except (ValueError, OSError, UnicodeError) as exc:
         print(f"verl_trial: error: {exc}", file=sys.stderr)
         return 2
-    if version != VERL:
-        print(f"verl_trial: error: {root}: verl {version} found; the hopper edits are for verl {VERL} only",
-              file=sys.stderr)
-        return 2
-    new, state, detail = (revert if args.revert else apply)(text, edit)
+    new, state, detail = (_patch.revert if args.revert else _patch.apply)(text, edit)
     if new != text and not args.check:
-        write_atomically(path, new)
-    shown = PATCHED if state == UNPATCHED and not args.check and not args.revert else state
+        _patch.write_atomically(path, new)
+    shown = _patch.PATCHED if state == _patch.UNPATCHED and not args.check and not args.revert else state
     print(f"{shown} {path} {edit.name} ({edit.why})" + (f": {detail}" if detail else ""))
-    if state == MISMATCH:
+    if state == _patch.MISMATCH:
         return 1
-    return 1 if args.check and state != ALREADY else 0
+    return 1 if args.check and state != _patch.ALREADY else 0
 
 
 if __name__ == "__main__":

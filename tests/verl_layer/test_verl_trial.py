@@ -132,3 +132,6 @@ def test_other_verl_versions_and_missing_roots_are_bad_input(tmp_path):
     result = trial("--verl-root", str(tmp_path / "verl"))
     assert result.returncode == 2 and "verl 0.8.0 found; the hopper edits are for verl 0.9.1 only" in result.stderr
     assert trial("--verl-root", "").returncode == 2
+    (tmp_path / "other").mkdir()  # no version/version file: patch_verl.py's own wording
+    result = trial("--verl-root", str(tmp_path / "other"))
+    assert result.returncode == 2 and "not a verl package directory (no version/version file)" in result.stderr
