@@ -11,15 +11,15 @@
 # profiles, and canaries started side by side failed there (benchmarks/gpu/canary_hopper_stack.sh). RUNS default:
 # "canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2". Each run's verdict, logs, report and eval
 # summary are packed into /root/w/out/seeds-<recipe>-<seed>.tgz as it ends, so a cut-short sitting keeps what
-# finished. A seed whose assets the builder refuses (a held-out start outside the band) ends at its assets stage;
-# benchmarks/gpu/canary_starts.sh says which seeds those are in a few minutes, before any canary run. Run detached
+# finished. Every seed's assets are built first, side by side, with the command and into the folders of a run's
+# assets stage (which then finds them up to date); a seed the builder refuses (a held-out start outside the band)
+# has its runs skipped, and the log says so. Run detached
 # after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with JOB=benchmarks/gpu/canary_seeds.sh);
 # follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
 W=/root/w/seeds
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
 . /root/repo/benchmarks/gpu/canary_recovery_common.sh
-record_env > "$O/env.txt" 2>&1
 read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
 PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
 
@@ -33,9 +33,28 @@ pack() {  # $1 recipe, $2 seed: what the run left, no weights or data
     "models/seed-$2/canary-qwen2/canary-manifest.json" 2>/dev/null
 }
 
+# Every seed's assets first, side by side with the environment's record (each a 3.9M-parameter SFT and greedy
+# checks): the same command as a run's assets stage, into the same folders, so that stage finds them up to date; and a
+# seed whose held-out start falls outside the band is known before a run's place on the GPU is spent on it.
+declare -A refused=()
+record_env > "$O/env.txt" 2>&1 &
+for seed in $(printf '%s\n' "${runs[@]##*:}" | sort -un); do
+  ( rlrecipes canary-assets --models-dir "$MODELS_DIR/seed-$seed" --data-dir "$DATA_DIR/seed-$seed" --seed "$seed" \
+      > "$O/assets-seed-$seed.log" 2>&1 < /dev/null
+    echo $? > "$O/assets-seed-$seed.rc" ) &
+done
+wait
+for f in "$O"/assets-seed-*.rc; do
+  seed=${f##*assets-seed-}; seed=${seed%.rc}
+  [ "$(cat "$f")" = 0 ] || refused[$seed]=1
+  stamp "seed $seed assets: exit $(cat "$f"); $(grep -aE '^model |outside the start band|rror' \
+    "$O/assets-seed-$seed.log" | tail -1 | cut -c1-300)"
+done
+
 names=()
 for run in "${runs[@]}"; do
   recipe=${run%%:*} seed=${run##*:}
+  [ -z "${refused[$seed]:-}" ] || { stamp "$recipe seed $seed: skipped (its assets were refused)"; continue; }
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 5; done
   stamp "$recipe seed $seed: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed"
   ( make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" > "$O/$recipe-$seed.log" 2>&1 < /dev/null
