@@ -19,6 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from rlrecipes.after.expect import fitted_rise  # noqa: E402  (the contract's `statistic: fitted`)
 from rlrecipes.verl.run_metrics import load_run  # noqa: E402
 
 DATA = "docs/bench/gpu-data"
@@ -42,12 +43,7 @@ WINDOWS = (5, 10, 20)
 def trend(xs: list[int], ys: list[float]) -> dict[str, float]:
     """Each statistic of one run's reward series (NaN where the run is too short for it)."""
     out = {f"w{k}": (sum(ys[-k:]) / k - sum(ys[:k]) / k) if len(ys) >= 2 * k else math.nan for k in WINDOWS}
-    if len(xs) >= 3:
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    else:
-        slope = math.nan
-    out["slope"], out["fitted"] = slope, slope * (xs[-1] - xs[0]) if xs else math.nan
+    out["slope"], out["fitted"] = fitted_rise(xs, ys) if len(xs) >= 3 else (math.nan, math.nan)
     return out
 
 

@@ -214,20 +214,35 @@ def _accuracy_checks(exp: AccuracyExpect, run, fast: FastEvals, facts: RunFacts,
     return checks
 
 
+def fitted_rise(xs: list[int], ys: list[float]) -> tuple[float, float]:
+    """The least-squares slope of ys over steps xs (per step), and that slope times the steps xs spans: the rise
+    a straight line through every logged step gives. Needs two distinct steps."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope, slope * (xs[-1] - xs[0])
+
+
 def _reward_check(exp: RewardExpect, run) -> Check:
-    k = exp.window
-    name = f"training reward rises (mean of last {k} - first {k} steps)"
+    fitted = exp.statistic == "fitted"
+    k = exp.window or 0
+    name = ("training reward rises (least-squares line over every logged step, slope x steps spanned)" if fitted
+            else f"training reward rises (mean of last {k} - first {k} steps)")
     expected = f">= {exp.rise_min:+.3f}"
     xs, ys = run.logged(exp.metric)
     bad = _not_finite(xs, ys)
     if bad:
         return Check(name, exp.metric, expected, "-", MISSED, f"not a number at {_steps_text(bad)}")
-    if len(xs) < 2 * k:
-        return Check(name, exp.metric, expected, "-", NOT_MEASURED, f"{len(xs)} step(s) logged it; needs {2 * k}")
-    first, last = sum(ys[:k]) / k, sum(ys[-k:]) / k
-    rise = last - first
-    return Check(name, exp.metric, expected, f"{rise:+.4f} ({first:.4f} -> {last:.4f})",
-                 MET if rise >= exp.rise_min else MISSED)
+    needs = exp.min_steps if fitted else 2 * k
+    if len(xs) < needs:
+        return Check(name, exp.metric, expected, "-", NOT_MEASURED, f"{len(xs)} step(s) logged it; needs {needs}")
+    if fitted:
+        slope, rise = fitted_rise(xs, ys)
+        got = f"{rise:+.4f} ({slope:+.5f} a step over steps {xs[0]}-{xs[-1]})"
+    else:
+        first, last = sum(ys[:k]) / k, sum(ys[-k:]) / k
+        rise = last - first
+        got = f"{rise:+.4f} ({first:.4f} -> {last:.4f})"
+    return Check(name, exp.metric, expected, got, MET if rise >= exp.rise_min else MISSED)
 
 
 def training_steps(run) -> list[int]:

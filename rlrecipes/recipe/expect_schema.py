@@ -57,11 +57,16 @@ class AccuracyExpect:
     cites: tuple[str, ...]     # rlrecipes.reference.ACCURACY_RECORDS the bands are built around
 
 
+REWARD_STATISTICS = ("window", "fitted")
+
+
 @dataclass(frozen=True)
 class RewardExpect:
     metric: str
-    window: int                # K: the mean of the first K logged steps vs the mean of the last K
     rise_min: float
+    window: int | None = None     # window: the mean of the first K logged steps vs the mean of the last K
+    statistic: str = "window"     # fitted: the least-squares slope over every logged step x the steps it spans
+    min_steps: int | None = None  # fitted: the logged steps it needs
 
 
 @dataclass(frozen=True)
@@ -205,12 +210,23 @@ def _reward(data: Any, where: str) -> RewardExpect | NotMeasured:
     skipped = _not_measured(data, where)
     if skipped:
         return skipped
-    _strict(data, {"metric": True, "window": True, "rise_min": True}, where)
-    window = _typed(data["window"], int, f"{where}.window")
-    if window < 1:
-        raise RecipeError(f"window must be >= 1, got {window}", where=f"{where}.window")
-    return RewardExpect(metric=_metric(data["metric"], f"{where}.metric", REWARD_KEYS), window=window,
-                        rise_min=_number(data["rise_min"], f"{where}.rise_min"))
+    statistic = data.get("statistic", "window") if isinstance(data, dict) else "window"
+    if statistic not in REWARD_STATISTICS:
+        raise RecipeError(f"unknown reward statistic {statistic!r}", where=f"{where}.statistic",
+                          hint=f"one of {', '.join(REWARD_STATISTICS)}")
+    # each statistic takes its own count: the other's is an unknown key here, not one silently ignored
+    key, least = ("min_steps", 3) if statistic == "fitted" else ("window", 1)
+    other = "window" if key == "min_steps" else "min_steps"
+    if other in data:
+        raise RecipeError(f"'{other}' does not go with statistic: {statistic}", where=f"{where}.{other}",
+                          hint=f"statistic: {statistic} takes {key}")
+    _strict(data, {"metric": True, "rise_min": True, "statistic": False, key: True}, where)
+    count = _typed(data[key], int, f"{where}.{key}")
+    if count < least:
+        raise RecipeError(f"{key} must be >= {least}, got {count}", where=f"{where}.{key}")
+    return RewardExpect(metric=_metric(data["metric"], f"{where}.metric", REWARD_KEYS),
+                        rise_min=_number(data["rise_min"], f"{where}.rise_min"), statistic=statistic,
+                        **{key: count})
 
 
 def _agreement(data: Any, where: str) -> tuple[Bound, ...] | NotMeasured:
