@@ -41,7 +41,8 @@ record_env > "$O/env.txt" 2>&1 &
 for seed in $(printf '%s\n' "${runs[@]##*:}" | sort -un); do
   ( rlrecipes canary-assets --models-dir "$MODELS_DIR/seed-$seed" --data-dir "$DATA_DIR/seed-$seed" --seed "$seed" \
       > "$O/assets-seed-$seed.log" 2>&1 < /dev/null
-    echo $? > "$O/assets-seed-$seed.rc" ) &
+    echo $? > "$O/assets-seed-$seed.rc"
+    cp "$MODELS_DIR/seed-$seed/canary-qwen2/canary-manifest.json" "$O/manifest-seed-$seed.json" 2>/dev/null ) &
 done
 wait
 for f in "$O"/assets-seed-*.rc; do
