@@ -210,13 +210,13 @@ def _reward(data: Any, where: str) -> RewardExpect | NotMeasured:
     skipped = _not_measured(data, where)
     if skipped:
         return skipped
-    statistic = data.get("statistic", "window") if isinstance(data, dict) else "window"
+    _strict(data, {"metric": True, "rise_min": True, "statistic": False, "window": False, "min_steps": False}, where)
+    statistic = data.get("statistic", "window")
     if statistic not in REWARD_STATISTICS:
         raise RecipeError(f"unknown reward statistic {statistic!r}", where=f"{where}.statistic",
                           hint=f"one of {', '.join(REWARD_STATISTICS)}")
-    # each statistic takes its own count: the other's is an unknown key here, not one silently ignored
-    key, least = ("min_steps", 3) if statistic == "fitted" else ("window", 1)
-    other = "window" if key == "min_steps" else "min_steps"
+    # each statistic takes its own count: the other's is an error here, not a key silently ignored
+    key, other, least = ("min_steps", "window", 3) if statistic == "fitted" else ("window", "min_steps", 1)
     if other in data:
         raise RecipeError(f"'{other}' does not go with statistic: {statistic}", where=f"{where}.{other}",
                           hint=f"statistic: {statistic} takes {key}")
