@@ -3,7 +3,7 @@
 # canary_starts.sh, with W (their work folder) set: the image's environment on the GPU host (the installed bundle
 # in /root/site, the repository in /root/repo, the entry point run directly), the canary's folders under W, the
 # timeline in /root/w/out, and how they read a run's state. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and
-# T0; defines stamp, last_step, tracker, record_env.
+# T0; defines stamp, last_step, tracker, seed_assets, record_env.
 cd /root/repo || exit 2
 mkdir -p /root/bin
 printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes
@@ -28,6 +28,18 @@ last_step() {  # the highest step verl logged (verl 0.9.1 prefixes its lines wit
   echo "${s:-0}"
 }
 tracker() { cat "$CK/latest_checkpointed_iteration.txt" 2>/dev/null || echo none; }
+seed_assets() {  # $1 seed, $2 folder: `rlrecipes canary-assets` as `make reproduce ... SEED=N`'s assets stage runs it
+  # (into MODELS_DIR/seed-N, DATA_DIR/seed-N); its log and canary manifest kept in $2, its outcome stamped; returns
+  # the builder's status (not 0: refused, e.g. a held-out start outside the band)
+  local log="$2/assets-seed-$1.log" code
+  rlrecipes canary-assets --models-dir "$MODELS_DIR/seed-$1" --data-dir "$DATA_DIR/seed-$1" --seed "$1" \
+    > "$log" 2>&1 < /dev/null
+  code=$?
+  cp "$MODELS_DIR/seed-$1/canary-qwen2/canary-manifest.json" "$2/manifest-seed-$1.json" 2>/dev/null
+  stamp "seed $1 assets: exit $code; $(grep -aE '^model |refused|outside the start band|[Ee]rror' "$log" | tail -1 \
+    | cut -c1-300)"
+  return "$code"
+}
 record_env() {  # the GPU, the stack's versions and the verl edits, on stdout
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
   python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"

@@ -19,12 +19,7 @@ PARALLEL="${PARALLEL:-4}"
 for seed in "${seeds[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 2; done
   stamp "seed $seed: rlrecipes canary-assets --seed $seed"
-  ( rlrecipes canary-assets --models-dir "$W/models/seed-$seed" --data-dir "$W/data/seed-$seed" --seed "$seed" \
-      > "$S/seed-$seed.log" 2>&1 < /dev/null
-    code=$?
-    cp "$W/models/seed-$seed/canary-qwen2/canary-manifest.json" "$S/manifest-seed-$seed.json" 2>/dev/null
-    stamp "seed $seed: exit $code; $(grep -aE '^model |refused|outside the start band|error' "$S/seed-$seed.log" \
-      | tail -1 | cut -c1-300)" ) &
+  seed_assets "$seed" "$S" &
 done
 wait
 stamp "all done: seeds ${seeds[*]}"
