@@ -15,6 +15,7 @@ left out of that table, and `--faster` prints those launches alone (steps, gener
 
 from __future__ import annotations
 
+import gzip
 import math
 import sys
 from collections import Counter
@@ -24,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from rlrecipes.verl.run_metrics import read_jsonl  # noqa: E402
+from rlrecipes.verl.startup import console_beside  # noqa: E402
 
 POLL_S = 2.0  # verl 0.9.1's ReplayBuffer(poll_interval=2.0)
 
@@ -41,9 +43,13 @@ def split(seconds: float) -> tuple[int, float]:
 
 def polled_faster(path: Path) -> bool:
     """Whether the launch that wrote this metrics file ran rlrecipes/verl/replay_poll.py's PollReplayBuffer: its
-    console log (`console-STAMP.log` beside `metrics-STAMP.jsonl`) prints verl's config, the sampler's name in it."""
-    console = path.with_name(path.name.replace("metrics-", "console-", 1).removesuffix(".jsonl") + ".log")
-    return console.is_file() and "'name': 'PollReplayBuffer'" in console.read_text(errors="replace")
+    console log (`console-STAMP.log` beside `metrics-STAMP.jsonl`, or kept gzipped) prints verl's config, the
+    sampler's name in it."""
+    console = console_beside(path)
+    if console is None:
+        return False
+    with (gzip.open if console.name.endswith(".gz") else open)(console, "rt", errors="replace") as f:
+        return "'name': 'PollReplayBuffer'" in f.read()
 
 
 def records(root: Path, faster: bool = False) -> dict[str, list[float]]:

@@ -136,17 +136,19 @@ def console_logs(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*console*.log*") if p.is_file() and p.name.endswith((".log", ".log.gz")))
 
 
+def console_beside(metrics: Path) -> Path | None:
+    """The console log of the launch that wrote `metrics` (metrics-<stamp>.jsonl): console-<stamp>.log beside it,
+    or, kept gzipped, console-<stamp>.log.gz; None where neither is there."""
+    plain = metrics.with_name("console-" + metrics.name.removeprefix("metrics-").removesuffix(".jsonl") + ".log")
+    return next((c for c in (plain, plain.with_name(plain.name + ".gz")) if c.is_file()), None)
+
+
 def run_startups(log_paths: list[Path]) -> list[Startup]:
     """The start-up of each launch whose console log is among (or beside) `log_paths`, in launch order: a launch
     logged as metrics-<stamp>.jsonl has its console-<stamp>.log next to it (or, kept gzipped, .log.gz)."""
     consoles = []
     for path in log_paths:
-        if path.name.startswith("console-"):
-            candidates = [path]
-        else:
-            plain = path.with_name("console-" + path.name.removeprefix("metrics-").removesuffix(".jsonl") + ".log")
-            candidates = [plain, plain.with_name(plain.name + ".gz")]
-        console = next((c for c in candidates if c.is_file()), None)
-        if console is not None and console not in consoles:
+        console = path if path.name.startswith("console-") else console_beside(path)
+        if console is not None and console.is_file() and console not in consoles:
             consoles.append(console)
     return [s for s in (read_startup(c) for c in sorted(consoles, key=lambda p: p.name)) if s is not None]
