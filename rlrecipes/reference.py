@@ -53,6 +53,7 @@ class ReferenceAccuracy:
 
 
 CANARY_HOPPER_METRICS = "docs/bench/gpu-data/canary-hopper/canary/logs/canary-grpo-lora/metrics-20261203T122403Z.jsonl"
+CANARY_PPO_HOPPER_METRICS = "docs/bench/gpu-data/canary-ppo-hopper-h100/logs/canary-ppo/metrics-20261207T030712Z.jsonl"
 
 THROUGHPUTS: tuple[Throughput, ...] = (
     Throughput(
@@ -117,6 +118,17 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         # as shipped since the third lever sitting, one H100 host each, a fault and the same command again
         hosts=tuple((f"docs/bench/gpu-data/recovery-faults-hopper-{n}/logs", "NVIDIA H100 80GB HBM3")
                     for n in (4, 5, 6)),
+    ),
+    Throughput(
+        key="h100-canary-ppo-hopper-step",
+        profiles=("any-1gpu-hopper",), recipe="canary-ppo", model="canary-qwen2",
+        kind="step_seconds", value=4.88, responses_per_step=256, max_response_length=64,
+        measured_on="verl 0.9.1 + vLLM 0.24.0 on one H100 80GB, this recipe as shipped on any-1gpu-hopper "
+                    "(`make reproduce ... SEED=0`, its assets built just before): the steady mean of timing_s/step "
+                    "over 63 of its first 71 steps (the run ended there, cut short; step 1 and the 7 steps with "
+                    "validation left out): rollout 1.57 s, old log-probs 0.52, values 0.48, critic update 0.64, "
+                    "actor update 0.63, weight sync 0.25 (medians); responses as the model wrote them (~50 of 64)",
+        source="docs/bench/gpu-canary.md", gpu="NVIDIA H100 80GB HBM3", metrics=CANARY_PPO_HOPPER_METRICS,
     ),
 )
 
