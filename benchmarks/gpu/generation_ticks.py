@@ -15,7 +15,6 @@ left out of that table, and `--faster` prints those launches alone (steps, gener
 
 from __future__ import annotations
 
-import gzip
 import math
 import sys
 from collections import Counter
@@ -25,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from rlrecipes.verl.run_metrics import read_jsonl  # noqa: E402
-from rlrecipes.verl.startup import console_beside  # noqa: E402
+from rlrecipes.verl.startup import console_beside, open_log  # noqa: E402
 
 POLL_S = 2.0  # verl 0.9.1's ReplayBuffer(poll_interval=2.0)
 
@@ -48,7 +47,7 @@ def polled_faster(path: Path) -> bool:
     console = console_beside(path)
     if console is None:
         return False
-    with (gzip.open if console.name.endswith(".gz") else open)(console, "rt", errors="replace") as f:
+    with open_log(console, "rt") as f:
         return "'name': 'PollReplayBuffer'" in f.read()
 
 

@@ -97,11 +97,17 @@ def _launch_time(log: Path) -> datetime | None:
     return _utc(found.group(1), "%Y%m%dT%H%M%SZ") if found else None
 
 
+def open_log(log: Path, mode: str = "rb"):
+    """A console log opened as it is kept: plain, or gzipped (`.gz`); text modes replace undecodable bytes."""
+    kwargs = {"errors": "replace"} if "t" in mode else {}
+    return (gzip.open if log.name.endswith(".gz") else open)(log, mode, **kwargs)
+
+
 def read_startup(log: str | Path) -> Startup | None:
     """The start-up of the launch that wrote console log `log`, or None when it printed no milestone."""
     log = Path(log)
     seen: dict[str, datetime] = {}
-    with (gzip.open if log.name.endswith(".gz") else open)(log, "rb") as f:
+    with open_log(log) as f:
         for raw in f:
             line = raw.decode("utf-8", errors="replace")
             for key, _, pattern in MILESTONES:

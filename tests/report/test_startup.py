@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlrecipes.cli import main
-from rlrecipes.verl.startup import console_logs, read_startup, run_startups
+from rlrecipes.verl.startup import console_logs, open_log, read_startup, run_startups
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = REPO / "docs" / "bench" / "gpu-data"
@@ -145,10 +145,7 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     # launch (quoted with the third lever sitting, tests/report/test_levers_record.py) and the launches with the
     # Hopper profile as shipped since, which carries it (verl prints its config in the console log)
     def with_uni(startup) -> bool:
-        import gzip
-
-        opener = gzip.open if startup.log.suffix == ".gz" else open
-        with opener(startup.log, "rt", errors="replace") as log:
+        with open_log(startup.log, "rt") as log:
             return "'distributed_executor_backend': 'uni'" in log.read()
 
     uni = [s for s in startups if s.complete and with_uni(s)]
