@@ -13,9 +13,11 @@
 # summary are packed into /root/w/out/seeds-<recipe>-<seed>.tgz as it ends, so a cut-short sitting keeps what
 # finished. Every seed's assets are built first, side by side, with the command and into the folders of a run's
 # assets stage (which then finds them up to date); a seed the builder refuses (a held-out start outside the band)
-# has its runs skipped, and the log says so. Run detached
-# after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with JOB=benchmarks/gpu/canary_seeds.sh);
-# follow with benchmarks/gpu/job_follow.sh.
+# has its runs skipped, and the log says so. A run an earlier sitting's host was shut down under goes on from its last
+# checkpoint where that sitting's relay was carried into RELAY (default /root/relay; benchmarks/gpu/relay.sh): its
+# checkpoint and logs are unpacked before the assets, and kept only if the assets rebuilt from the seed are the
+# same bytes. Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
+# JOB=benchmarks/gpu/canary_seeds.sh); follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
 W=/root/w/seeds
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
@@ -23,10 +25,14 @@ W=/root/w/seeds
 read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
 PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
 
-rollout_up() {  # $1: the run's log folder; 0 once its newest console log (named by its UTC stamp) has the engine up
-  local logs=("$1"/console-*.log)
-  grep -aqs "checkpoint engine manager initialized" "${logs[-1]}"
+logged_since() {  # $1: the run's log folder, $2: a file touched as the run started, $3: a text; 0 once a console
+  # log written since then has it (a relayed run's folder holds the earlier sitting's logs too, which had it)
+  local log
+  while read -r log; do grep -aqs "$3" "$log" && return 0; done \
+    < <(find "$1" -maxdepth 1 -name 'console-*.log' -newer "$2" 2>/dev/null)
+  return 1
 }
+rollout_up() { logged_since "$1" "$2" "checkpoint engine manager initialized"; }
 pack() {  # $1 recipe, $2 seed: what the run left, no weights or data
   tar -czf "$O/seeds-$1-$2.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
     --exclude='*.bin' "logs/seed-$2/$1" "reports/seed-$2/$1" "models/seed-$2/$1-merged/eval" \
@@ -37,6 +43,13 @@ pack() {  # $1 recipe, $2 seed: what the run left, no weights or data
 # checks): the same command as a run's assets stage, into the same folders, so that stage finds them up to date; and a
 # seed whose held-out start falls outside the band is known before a run's place on the GPU is spent on it.
 declare -A refused=()
+RELAY="${RELAY:-/root/relay}"
+relayed=()
+if [ -d "$RELAY" ]; then
+  mapfile -t relayed < <(bash /root/repo/benchmarks/gpu/relay.sh unpack "$RELAY" 2> "$O/relay-unpack.txt")
+  while read -r line; do stamp "$line"; done < "$O/relay-unpack.txt"
+fi
+[ "${#relayed[@]}" -eq 0 ] || stamp "relayed from an earlier sitting: ${relayed[*]}"
 record_env > "$O/env.txt" 2>&1 &
 for seed in $(printf '%s\n' "${runs[@]##*:}" | sort -un); do
   ( seed_assets "$seed" "$O"; echo $? > "$O/assets-seed-$seed.rc" ) &
@@ -46,6 +59,10 @@ for f in "$O"/assets-seed-*.rc; do
   seed=${f##*assets-seed-}; seed=${seed%.rc}
   [ "$(cat "$f")" = 0 ] || refused[$seed]=1
 done
+for run in ${relayed[@]+"${relayed[@]}"}; do  # recipe:seed; its checkpoint kept only on the same assets
+  [[ " ${runs[*]} " == *" $run "* ]] || { stamp "relay $run: not among RUNS, left as it is"; continue; }
+  [ -n "${refused[${run##*:}]:-}" ] || stamp "$(bash /root/repo/benchmarks/gpu/relay.sh check "${run##*:}" "${run%%:*}")"
+done
 
 names=()
 for run in "${runs[@]}"; do
@@ -53,12 +70,13 @@ for run in "${runs[@]}"; do
   [ -z "${refused[$seed]:-}" ] || { stamp "$recipe seed $seed: skipped (its assets were refused)"; continue; }
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 5; done
   stamp "$recipe seed $seed: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed"
+  started="$O/started-$recipe-$seed"; touch "$started"
   ( make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" > "$O/$recipe-$seed.log" 2>&1 < /dev/null
     code=$?
     # vLLM's memory profiling counts what another run allocates meanwhile (its wake-up) as its own: the same
     # command again, as a user would, goes on from the stage that failed
-    if [ "$code" -ne 0 ] && grep -aqs "No available memory for the cache blocks" \
-        "$LOG_DIR/seed-$seed/$recipe"/console-*.log; then
+    if [ "$code" -ne 0 ] && logged_since "$LOG_DIR/seed-$seed/$recipe" "$started" \
+        "No available memory for the cache blocks"; then
       stamp "$recipe seed $seed: vLLM found no KV-cache memory while another run allocated: the same command again"
       make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" >> "$O/$recipe-$seed.log" 2>&1 < /dev/null
       code=$?
@@ -67,10 +85,11 @@ for run in "${runs[@]}"; do
     # the verdict (a seed the builder refuses never gets here: its runs are skipped above)
     stamp "$recipe seed $seed: exit $code; $(grep -aE 'expected result' "$O/$recipe-$seed.log" \
       | tail -1 | cut -c1-400)" ) &
+  pid=$!  # now: a process substitution (rollout_up's) sets $! too
   names+=("$recipe:$seed")
   # the next one starts once this one's rollout engine is up (or it ended, or UP_WAIT_S passed)
   waited=0
-  until rollout_up "$LOG_DIR/seed-$seed/$recipe" || ! kill -0 "$!" 2>/dev/null || [ "$waited" -ge "$UP_WAIT_S" ]; do
+  until rollout_up "$LOG_DIR/seed-$seed/$recipe" "$started" || ! kill -0 "$pid" 2>/dev/null || [ "$waited" -ge "$UP_WAIT_S" ]; do
     sleep 5; waited=$((waited + 5))
   done
   stamp "$recipe seed $seed: rollout engine up after ${waited}s (or the run ended); the next may start"

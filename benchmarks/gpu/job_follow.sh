@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Follow the detached job (smoke_hopper_stack.sh, startup_levers.sh, recovery_faults.sh, ...) for at most $1
 # seconds (default 540); then pack its results into RESULTS (default /tmp/results): one tarball of logs and JSON
-# (no weights, no data) and the timeline beside it. Usage: bash benchmarks/gpu/job_follow.sh 540
+# (no weights, no data) and the timeline beside it, and the relay of each seed run not ended yet (relay.sh).
+# Usage: bash benchmarks/gpu/job_follow.sh 540
 set -uo pipefail
 RESULTS="${RESULTS:-/tmp/results}"; mkdir -p "$RESULTS"
 LIMIT="${1:-540}"; T0=$(date +%s)
@@ -21,6 +22,8 @@ logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs 
 tar -czf "$RESULTS/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' --exclude='trace' \
   out "${logs[@]}" 2>/dev/null
+# a seed run not ended yet: its last checkpoint and logs, for the next sitting to go on from (relay.sh)
+bash benchmarks/gpu/relay.sh pack "$RESULTS"
 if [ -n "$traces" ]; then
   # shellcheck disable=SC2086  # one path a word
   tar -cf "$RESULTS/profile-traces.tar" -C /root/w $traces

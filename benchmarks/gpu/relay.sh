@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# GPU: the seed runs' relay from one sitting to the next. A seed run (benchmarks/gpu/canary_seeds.sh) whose host
+# was shut down mid-run goes on at the next sitting from its last whole checkpoint, through the command a user
+# runs after a stop (`make reproduce RECIPE=R PROFILE=P SEED=N` again: the train stage resumes), instead of from
+# step 0. What travels is the run's checkpoint folder and its log folder (its metrics, console logs, run
+# directory and reproduce state); its assets do not (a GRPO-LoRA canary's relay is its checkpoint, about the size
+# of the 13.7 MB model): the next host builds them again from the seed, and the run goes on only where they
+# come out byte for byte as the relayed run's were (the sha256 of each file, taken when it was packed).
+#
+#   relay.sh pack DIR     each seed run under /root/w/seeds that saved a checkpoint and has not ended (no
+#                         out/seeds-R-N.tgz, which canary_seeds.sh packs as a run ends), as DIR/relay-R-N.tgz.K
+#                         pieces of at most 15 MiB (what a file brought back may be); a run whose relay is over
+#                         RELAY_MAX_MIB (default 30: what travels with the repository on the next host's call) is
+#                         left out and named. benchmarks/gpu/job_follow.sh runs it at every follow.
+#   relay.sh carry SRC    the pieces SRC holds (a folder of the checkout named in the call's carry) into
+#                         /root/relay, where canary_seeds.sh looks (RELAY); one call per folder, before the bundle's
+#                         last part is installed
+#   relay.sh unpack DIR   (canary_seeds.sh, before the assets) each relay DIR holds, whole or not at all, into
+#                         /root/w/seeds; prints the R:N of each one unpacked
+#   relay.sh check N R    (canary_seeds.sh, once seed N's assets were built again) 0 when they are the bytes the
+#                         relayed run had; otherwise its checkpoint and logs go to /root/w/seeds/relayed-off/ (kept,
+#                         not used) and the run starts from step 0; prints what it did either way
+set -uo pipefail
+W="${SEEDS_DIR:-/root/w/seeds}"
+O="${OUT_DIR:-/root/w/out}"
+PIECE=15M
+
+assets_of() {  # $1 seed: the asset files a run of that seed reads, relative to W (the builder's canary-manifest.json
+  # records how long the SFT took, so it differs between two builds of the same bytes: not compared)
+  (cd "$W" && find "models/seed-$1" "data/seed-$1" -type f ! -name canary-manifest.json ! -name '*.lock' \
+    2>/dev/null | sort)
+}
+
+pack() {
+  local dest="$1" tracker run recipe seed step tmp size
+  mkdir -p "$dest"
+  for tracker in "$W"/ckpt/seed-*/*/latest_checkpointed_iteration.txt; do
+    [ -f "$tracker" ] || continue
+    run=${tracker%/latest_checkpointed_iteration.txt}; recipe=${run##*/}
+    seed=${run%/*}; seed=${seed##*/seed-}; step=$(cat "$tracker")
+    [ -f "$O/seeds-$recipe-$seed.tgz" ] && continue  # the run ended on this host: nothing to go on with
+    [ -d "$run/global_step_$step" ] || { echo "relay $recipe seed $seed: no global_step_$step folder"; continue; }
+    mkdir -p "$W/relay-meta"
+    # the assets' sums as this host built them; a run relayed here and not run again keeps those it came with
+    if [ -n "$(assets_of "$seed")" ]; then
+      (cd "$W" && assets_of "$seed" | xargs sha256sum) > "$W/relay-meta/$recipe-$seed.sha256"
+    elif [ ! -s "$W/relay-meta/$recipe-$seed.sha256" ]; then
+      echo "relay $recipe seed $seed: no assets on this host to compare a later build with; left out"; continue
+    fi
+    tmp=$(mktemp -d)
+    tar -czf "$tmp/relay.tgz" -C "$W" "ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt" \
+      "ckpt/seed-$seed/$recipe/global_step_$step" "logs/seed-$seed/$recipe" "relay-meta/$recipe-$seed.sha256"
+    size=$(( $(stat -c %s "$tmp/relay.tgz") / 1048576 ))
+    if [ "$size" -gt "${RELAY_MAX_MIB:-30}" ]; then
+      echo "relay $recipe seed $seed: left out, ${size} MiB at step $step (over ${RELAY_MAX_MIB:-30} MiB)"
+    else
+      rm -f "$dest/relay-$recipe-$seed.tgz".*
+      split -b "$PIECE" -d -a 1 "$tmp/relay.tgz" "$dest/relay-$recipe-$seed.tgz."
+      local pieces=("$dest/relay-$recipe-$seed.tgz".*)
+      echo "relay $recipe seed $seed: checkpoint of step $step, ${size} MiB in ${#pieces[@]} piece(s)"
+    fi
+    rm -rf "$tmp"
+  done
+}
+
+unpack() {
+  local src="$1" first name tmp
+  for first in "$src"/relay-*.tgz.0; do
+    [ -f "$first" ] || continue
+    name=${first%.tgz.0}; name=${name##*/relay-}
+    tmp=$(mktemp -d)
+    # the pieces in order; one missing or cut short fails gzip's check, and then nothing of this relay is used
+    if cat "${first%.0}".? | tar -xz -C "$tmp" 2>/dev/null && [ -d "$tmp/ckpt" ] && [ -d "$tmp/logs" ]; then
+      mkdir -p "$W"
+      cp -a "$tmp"/. "$W"/
+      echo "${name%-*}:${name##*-}"
+    else
+      echo "relay $name: incomplete or unreadable, not used" >&2
+    fi
+    rm -rf "$tmp"
+  done
+}
+
+check() {
+  local seed="$1" recipe="$2" sums="$W/relay-meta/$2-$1.sha256" off
+  [ -f "$sums" ] || { echo "relay $recipe seed $seed: none"; return 1; }
+  if (cd "$W" && sha256sum --quiet -c "$sums" > /dev/null 2>&1) \
+      && [ "$(assets_of "$seed" | wc -l)" = "$(wc -l < "$sums")" ]; then
+    echo "relay $recipe seed $seed: assets rebuilt byte for byte; goes on from step" \
+      "$(cat "$W/ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt")"
+    return 0
+  fi
+  off="$W/relayed-off/seed-$seed"; mkdir -p "$off/ckpt" "$off/logs"
+  mv "$W/ckpt/seed-$seed/$recipe" "$off/ckpt/" 2>/dev/null
+  mv "$W/logs/seed-$seed/$recipe" "$off/logs/" 2>/dev/null
+  echo "relay $recipe seed $seed: the rebuilt assets differ from the relayed run's; set aside, from step 0"
+  return 1
+}
+
+case "${1:-}" in
+  pack) pack "${2:?pack DIR}" ;;
+  carry) mkdir -p /root/relay && cp "${2:?carry SRC}"/relay-*.tgz.* /root/relay/ && ls -l /root/relay ;;
+  unpack) unpack "${2:?unpack DIR}" ;;
+  check) check "${2:?check SEED RECIPE}" "${3:?check SEED RECIPE}" ;;
+  *) echo "usage: relay.sh pack DIR | carry SRC | unpack DIR | check SEED RECIPE" >&2; exit 2 ;;
+esac
