@@ -151,7 +151,7 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     uni = [s for s in startups if s.complete and with_uni(s)]
     whole = [s for s in startups if s.complete and not with_uni(s)]
     assert sorted(str(s.log.relative_to(RECORDS)).split("/")[0] for s in uni) == [
-        "recovery-faults-hopper-4", "recovery-faults-hopper-4", "recovery-faults-hopper-5", "recovery-faults-hopper-5",
+        "canary-seeds-hopper-h100", "recovery-faults-hopper-4", "recovery-faults-hopper-4", "recovery-faults-hopper-5", "recovery-faults-hopper-5",
         "recovery-faults-hopper-6", "recovery-faults-hopper-6", "startup-levers-h100-3", "startup-levers-h100-4",
         "startup-levers-h100-5", "startup-levers-h100-5", "startup-levers-h100-6", "startup-levers-h100-7",
         "startup-levers-h100-7", "startup-levers-h100-7", "startup-levers-h200", "startup-levers-h200",
@@ -174,7 +174,8 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
 
     cold = [lever("startup-levers-h100-4", "timeline"), lever("startup-levers-h100-5", "shipped-cold"),
             lever("startup-levers-h100-6", "profile"), lever("startup-levers-h100-7", "micro512"),
-            lever("startup-levers-h200", "shipped-warm"), *firsts]
+            lever("startup-levers-h200", "shipped-warm"), *firsts,
+            next(s for s in uni if s.log.parts[-5] == "canary-seeds-hopper-h100")]  # seed 1, the host's first
     warm = [*relaunches, lever("startup-levers-h100-5", "profile"), lever("startup-levers-h100-7", "shipped-warm"),
             lever("startup-levers-h100-7", "profile-stack"), lever("startup-levers-h200", "profile-stack"),
             lever("startup-levers-h200", "rows-on-host")]
