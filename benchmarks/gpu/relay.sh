@@ -47,9 +47,13 @@ pack() {
     elif [ ! -s "$W/relay-meta/$recipe-$seed.sha256" ]; then
       echo "relay $recipe seed $seed: no assets on this host to compare a later build with; left out"; continue
     fi
+    # the GPU of the run's first launch (kept as it came for a run relayed here)
+    [ -s "$W/relay-meta/$recipe-$seed.gpu" ] \
+      || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 > "$W/relay-meta/$recipe-$seed.gpu"
     tmp=$(mktemp -d)
     tar -czf "$tmp/relay.tgz" -C "$W" "ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt" \
-      "ckpt/seed-$seed/$recipe/global_step_$step" "logs/seed-$seed/$recipe" "relay-meta/$recipe-$seed.sha256"
+      "ckpt/seed-$seed/$recipe/global_step_$step" "logs/seed-$seed/$recipe" "relay-meta/$recipe-$seed.sha256" \
+      "relay-meta/$recipe-$seed.gpu"
     size=$(( $(stat -c %s "$tmp/relay.tgz") / 1048576 ))
     if [ "$size" -gt "${RELAY_MAX_MIB:-30}" ]; then
       echo "relay $recipe seed $seed: left out, ${size} MiB at step $step (over ${RELAY_MAX_MIB:-30} MiB)"
@@ -86,8 +90,13 @@ check() {
   [ -f "$sums" ] || { echo "relay $recipe seed $seed: none"; return 1; }
   if (cd "$W" && sha256sum --quiet -c "$sums" > /dev/null 2>&1) \
       && [ "$(assets_of "$seed" | wc -l)" = "$(wc -l < "$sums")" ]; then
+    local was now
+    was=$(cat "$W/relay-meta/$recipe-$seed.gpu" 2>/dev/null); now=$(nvidia-smi --query-gpu=name --format=csv,noheader \
+      2>/dev/null | head -1)
     echo "relay $recipe seed $seed: assets rebuilt byte for byte; goes on from step" \
-      "$(cat "$W/ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt")"
+      "$(cat "$W/ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt")" \
+      "$([ "$was" = "$now" ] || echo "(its first launch ran on ${was:-an unnamed GPU}, this one on ${now:-an unnamed GPU}:" \
+         "its step times are read per launch, not as one run's)")"
     return 0
   fi
   off="$W/relayed-off/seed-$seed"; mkdir -p "$off/ckpt" "$off/logs"
