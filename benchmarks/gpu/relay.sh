@@ -3,9 +3,10 @@
 # was shut down mid-run goes on at the next sitting from its last whole checkpoint, through the command a user
 # runs after a stop (`make reproduce RECIPE=R PROFILE=P SEED=N` again: the train stage resumes), instead of from
 # step 0. What travels is the run's checkpoint folder and its log folder (its metrics, console logs, run
-# directory and reproduce state); its assets do not (a GRPO-LoRA canary's relay is its checkpoint, about the size
-# of the 13.7 MB model): the next host builds them again from the seed, and the run goes on only where they
-# come out byte for byte as the relayed run's were (the sha256 of each file, taken when it was packed).
+# directory and reproduce state), with the sha256 of its assets and the name of its first launch's GPU. The
+# assets do not travel (a GRPO-LoRA canary's checkpoint is about 21 MB, its model 13.7 MB more): the next host
+# builds them again from the seed, and the run goes on only where they come out byte for byte as the relayed
+# run's were.
 #
 #   relay.sh pack DIR     each seed run under /root/w/seeds that saved a checkpoint and has not ended (no
 #                         out/seeds-R-N.tgz, which canary_seeds.sh packs as a run ends), as DIR/relay-R-N.tgz.K
