@@ -21,6 +21,8 @@
 #   relay.sh check N R    (canary_seeds.sh, once seed N's assets were built again) 0 when they are the bytes the
 #                         relayed run had; otherwise its checkpoint and logs go to /root/w/seeds/relayed-off/ (kept,
 #                         not used) and the run starts from step 0; prints what it did either way
+#   relay.sh sums N       the sha256 of seed N's assets under SEEDS_DIR (default /root/w/seeds), as check compares
+#                         them (canary_starts.sh keeps them per seed: two hosts' builds of a seed compared)
 set -uo pipefail
 W="${SEEDS_DIR:-/root/w/seeds}"
 O="${OUT_DIR:-/root/w/out}"
@@ -112,5 +114,6 @@ case "${1:-}" in
   carry) mkdir -p /root/relay && cp "${2:?carry SRC}"/relay-*.tgz.* /root/relay/ && ls -l /root/relay ;;
   unpack) unpack "${2:?unpack DIR}" ;;
   check) check "${2:?check SEED RECIPE}" "${3:?check SEED RECIPE}" ;;
-  *) echo "usage: relay.sh pack DIR | carry SRC | unpack DIR | check SEED RECIPE" >&2; exit 2 ;;
+  sums) (cd "$W" && assets_of "${2:?sums SEED}" | xargs -r sha256sum) ;;
+  *) echo "usage: relay.sh pack DIR | carry SRC | unpack DIR | check SEED RECIPE | sums SEED" >&2; exit 2 ;;
 esac
