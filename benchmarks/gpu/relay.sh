@@ -11,10 +11,10 @@
 #   relay.sh pack DIR     each seed run under /root/w/seeds that saved a checkpoint and has not ended (no
 #                         out/seeds-R-N.tgz, which canary_seeds.sh packs as a run ends), as DIR/relay-R-N.tgz.K
 #                         pieces of at most 15 MiB (what a file brought back may be); a run whose relay is over
-#                         RELAY_MAX_MIB (default 30: what travels with the repository on the next host's call) is
+#                         RELAY_MAX_MIB (default 30: what one copy onto the next host holds beside the repository) is
 #                         left out and named. benchmarks/gpu/job_follow.sh runs it at every follow.
-#   relay.sh carry SRC    the pieces SRC holds (a folder of the checkout named in the call's carry) into
-#                         /root/relay, where canary_seeds.sh looks (RELAY); one call per folder, before the bundle's
+#   relay.sh carry SRC    the pieces SRC holds (a folder brought over with the repository, as a bundle part is) into
+#                         /root/relay, where canary_seeds.sh looks (RELAY); one copy per folder, before the bundle's
 #                         last part is installed
 #   relay.sh unpack DIR   (canary_seeds.sh, before the assets) each relay DIR holds, whole or not at all, into
 #                         /root/w/seeds; prints the R:N of each one unpacked
