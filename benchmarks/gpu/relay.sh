@@ -97,9 +97,9 @@ check() {
     was=$(cat "$W/relay-meta/$recipe-$seed.gpu" 2>/dev/null); now=$(nvidia-smi --query-gpu=name --format=csv,noheader \
       2>/dev/null | head -1)
     echo "relay $recipe seed $seed: assets rebuilt byte for byte; goes on from step" \
-      "$(cat "$W/ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt")" \
-      "$([ "$was" = "$now" ] || echo "(its first launch ran on ${was:-an unnamed GPU}, this one on ${now:-an unnamed GPU}:" \
-         "its step times are read per launch, not as one run's)")"
+      "$(cat "$W/ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt")$([ "$was" = "$now" ] \
+        || echo " (its first launch ran on ${was:-an unnamed GPU}, this one on ${now:-an unnamed GPU}:" \
+                "its step times are read per launch, not as one run's)")"
     return 0
   fi
   off="$W/relayed-off/seed-$seed"; mkdir -p "$off/ckpt" "$off/logs"
