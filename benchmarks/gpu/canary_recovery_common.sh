@@ -29,13 +29,15 @@ last_step() {  # the highest step verl logged (verl 0.9.1 prefixes its lines wit
 }
 tracker() { cat "$CK/latest_checkpointed_iteration.txt" 2>/dev/null || echo none; }
 seed_assets() {  # $1 seed, $2 folder: `rlrecipes canary-assets` as `make reproduce ... SEED=N`'s assets stage runs it
-  # (into MODELS_DIR/seed-N, DATA_DIR/seed-N); its log and canary manifest kept in $2, its outcome stamped; returns
-  # the builder's status (not 0: refused, e.g. a held-out start outside the band)
+  # (into MODELS_DIR/seed-N, DATA_DIR/seed-N); its log, canary manifest and the sha256 of what it built (relay.sh sums:
+  # a relayed run goes on only on the same bytes) kept in $2, its outcome stamped; returns the builder's status
+  # (not 0: refused, e.g. a held-out start outside the band)
   local log="$2/assets-seed-$1.log" code
   rlrecipes canary-assets --models-dir "$MODELS_DIR/seed-$1" --data-dir "$DATA_DIR/seed-$1" --seed "$1" \
     > "$log" 2>&1 < /dev/null
   code=$?
   cp "$MODELS_DIR/seed-$1/canary-qwen2/canary-manifest.json" "$2/manifest-seed-$1.json" 2>/dev/null
+  SEEDS_DIR="$W" bash /root/repo/benchmarks/gpu/relay.sh sums "$1" > "$2/assets-seed-$1.sha256"
   stamp "seed $1 assets: exit $code; $(grep -aE '^model |refused|outside the start band|[Ee]rror' "$log" | tail -1 \
     | cut -c1-300)"
   return "$code"

@@ -61,7 +61,8 @@ for f in "$O"/assets-seed-*.rc; do
 done
 for run in ${relayed[@]+"${relayed[@]}"}; do  # recipe:seed; its checkpoint kept only on the same assets
   [[ " ${runs[*]} " == *" $run "* ]] || { stamp "relay $run: not among RUNS, left as it is"; continue; }
-  [ -n "${refused[${run##*:}]:-}" ] || stamp "$(bash /root/repo/benchmarks/gpu/relay.sh check "${run##*:}" "${run%%:*}")"
+  [ -n "${refused[${run##*:}]:-}" ] \
+    || stamp "$(bash /root/repo/benchmarks/gpu/relay.sh check "${run##*:}" "${run%%:*}")"
 done
 
 names=()
@@ -89,7 +90,8 @@ for run in "${runs[@]}"; do
   names+=("$recipe:$seed")
   # the next one starts once this one's rollout engine is up (or it ended, or UP_WAIT_S passed)
   waited=0
-  until rollout_up "$LOG_DIR/seed-$seed/$recipe" "$started" || ! kill -0 "$pid" 2>/dev/null || [ "$waited" -ge "$UP_WAIT_S" ]; do
+  until rollout_up "$LOG_DIR/seed-$seed/$recipe" "$started" || ! kill -0 "$pid" 2>/dev/null \
+      || [ "$waited" -ge "$UP_WAIT_S" ]; do
     sleep 5; waited=$((waited + 5))
   done
   stamp "$recipe seed $seed: rollout engine up after ${waited}s (or the run ended); the next may start"

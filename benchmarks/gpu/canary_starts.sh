@@ -5,7 +5,8 @@
 # history, the held-out start) and the sha256 of its asset files land in /root/w/out/starts/; a seed whose
 # held-out start falls outside the start band is refused by the builder, and its log says so. Tells the seed
 # study (benchmarks/gpu/canary_seeds.sh, docs/bench/gpu-canary.md) which seeds a user's `make reproduce SEED=N`
-# can run, before a canary run is spent on one. SEEDS default "0 1 2 3 4 5 6 7"; seed 0 is the shipped assets (its record: held-out 0.223 at SFT step 500).
+# can run, before a canary run is spent on one. SEEDS default "0 1 2 3 4 5 6 7"; seed 0 is the shipped assets (its
+# record: held-out 0.223 at SFT step 500).
 # Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/canary_starts.sh); follow with benchmarks/gpu/job_follow.sh.
 set -uo pipefail
@@ -22,8 +23,5 @@ for seed in "${seeds[@]}"; do
   seed_assets "$seed" "$S" &
 done
 wait
-for seed in "${seeds[@]}"; do  # the bytes each build came out as (a relayed run goes on only on the same bytes)
-  SEEDS_DIR="$W" bash /root/repo/benchmarks/gpu/relay.sh sums "$seed" > "$S/assets-seed-$seed.sha256"
-done
 stamp "all done: seeds ${seeds[*]}"
 touch "$O/DONE"

@@ -22,7 +22,8 @@
 #                         relayed run had; otherwise its checkpoint and logs go to /root/w/seeds/relayed-off/ (kept,
 #                         not used) and the run starts from step 0; prints what it did either way
 #   relay.sh sums N       the sha256 of seed N's assets under SEEDS_DIR (default /root/w/seeds), as check compares
-#                         them (canary_starts.sh keeps them per seed: two hosts' builds of a seed compared)
+#                         them (seed_assets in canary_recovery_common.sh keeps them beside each seed's start:
+#                         two hosts' builds of a seed compared)
 set -uo pipefail
 W="${SEEDS_DIR:-/root/w/seeds}"
 O="${OUT_DIR:-/root/w/out}"
@@ -33,9 +34,11 @@ assets_of() {  # $1 seed: the asset files a run of that seed reads, relative to 
   (cd "$W" && find "models/seed-$1" "data/seed-$1" -type f ! -name canary-manifest.json ! -name '*.lock' \
     2>/dev/null | sort)
 }
+sums() { (cd "$W" && assets_of "$1" | xargs -r sha256sum); }  # $1 seed: the sha256 of its assets, as check compares
+gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
 
 pack() {
-  local dest="$1" tracker run recipe seed step tmp size
+  local dest="$1" tracker run recipe seed step tmp size built
   mkdir -p "$dest"
   for tracker in "$W"/ckpt/seed-*/*/latest_checkpointed_iteration.txt; do
     [ -f "$tracker" ] || continue
@@ -45,14 +48,14 @@ pack() {
     [ -d "$run/global_step_$step" ] || { echo "relay $recipe seed $seed: no global_step_$step folder"; continue; }
     mkdir -p "$W/relay-meta"
     # the assets' sums as this host built them; a run relayed here and not run again keeps those it came with
-    if [ -n "$(assets_of "$seed")" ]; then
-      (cd "$W" && assets_of "$seed" | xargs sha256sum) > "$W/relay-meta/$recipe-$seed.sha256"
+    built=$(sums "$seed")
+    if [ -n "$built" ]; then
+      echo "$built" > "$W/relay-meta/$recipe-$seed.sha256"
     elif [ ! -s "$W/relay-meta/$recipe-$seed.sha256" ]; then
       echo "relay $recipe seed $seed: no assets on this host to compare a later build with; left out"; continue
     fi
     # the GPU of the run's first launch (kept as it came for a run relayed here)
-    [ -s "$W/relay-meta/$recipe-$seed.gpu" ] \
-      || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 > "$W/relay-meta/$recipe-$seed.gpu"
+    [ -s "$W/relay-meta/$recipe-$seed.gpu" ] || gpu_name > "$W/relay-meta/$recipe-$seed.gpu"
     tmp=$(mktemp -d)
     tar -czf "$tmp/relay.tgz" -C "$W" "ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt" \
       "ckpt/seed-$seed/$recipe/global_step_$step" "logs/seed-$seed/$recipe" "relay-meta/$recipe-$seed.sha256" \
@@ -94,8 +97,7 @@ check() {
   if (cd "$W" && sha256sum --quiet -c "$sums" > /dev/null 2>&1) \
       && [ "$(assets_of "$seed" | wc -l)" = "$(wc -l < "$sums")" ]; then
     local was now
-    was=$(cat "$W/relay-meta/$recipe-$seed.gpu" 2>/dev/null); now=$(nvidia-smi --query-gpu=name --format=csv,noheader \
-      2>/dev/null | head -1)
+    was=$(cat "$W/relay-meta/$recipe-$seed.gpu" 2>/dev/null); now=$(gpu_name)
     echo "relay $recipe seed $seed: assets rebuilt byte for byte; goes on from step" \
       "$(cat "$W/ckpt/seed-$seed/$recipe/latest_checkpointed_iteration.txt")$([ "$was" = "$now" ] \
         || echo " (its first launch ran on ${was:-an unnamed GPU}, this one on ${now:-an unnamed GPU}:" \
@@ -114,6 +116,6 @@ case "${1:-}" in
   carry) mkdir -p /root/relay && cp "${2:?carry SRC}"/relay-*.tgz.* /root/relay/ && ls -l /root/relay ;;
   unpack) unpack "${2:?unpack DIR}" ;;
   check) check "${2:?check SEED RECIPE}" "${3:?check SEED RECIPE}" ;;
-  sums) (cd "$W" && assets_of "${2:?sums SEED}" | xargs -r sha256sum) ;;
+  sums) sums "${2:?sums SEED}" ;;
   *) echo "usage: relay.sh pack DIR | carry SRC | unpack DIR | check SEED RECIPE | sums SEED" >&2; exit 2 ;;
 esac

@@ -140,7 +140,8 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     come from the recorded console logs, not typed twice."""
     # the GRPO canary's launches and the flagship's and smoke runs' (the PPO canary's one launch is its own row of
     # the table, and its recipe's start-up reference: tests/after/test_expect_ppo_hopper_record.py)
-    startups = [s for s in map(read_startup, console_logs(RECORDS)) if s is not None and "canary-ppo" not in s.log.parts]
+    startups = [s for s in map(read_startup, console_logs(RECORDS))
+                if s is not None and "canary-ppo" not in s.log.parts]
     # "before any lever": every launch without `uni`, the one lever on record that shortens the start-up -- its own
     # launch (quoted with the third lever sitting, tests/report/test_levers_record.py) and the launches with the
     # Hopper profile as shipped since, which carries it (verl prints its config in the console log)
@@ -151,8 +152,9 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     uni = [s for s in startups if s.complete and with_uni(s)]
     whole = [s for s in startups if s.complete and not with_uni(s)]
     assert sorted(str(s.log.relative_to(RECORDS)).split("/")[0] for s in uni) == [
-        "canary-seeds-hopper-h100", "recovery-faults-hopper-4", "recovery-faults-hopper-4", "recovery-faults-hopper-5", "recovery-faults-hopper-5",
-        "recovery-faults-hopper-6", "recovery-faults-hopper-6", "startup-levers-h100-3", "startup-levers-h100-4",
+        "canary-seeds-hopper-h100", "recovery-faults-hopper-4", "recovery-faults-hopper-4",
+        "recovery-faults-hopper-5", "recovery-faults-hopper-5", "recovery-faults-hopper-6", "recovery-faults-hopper-6",
+        "startup-levers-h100-3", "startup-levers-h100-4",
         "startup-levers-h100-5", "startup-levers-h100-5", "startup-levers-h100-6", "startup-levers-h100-7",
         "startup-levers-h100-7", "startup-levers-h100-7", "startup-levers-h200", "startup-levers-h200",
         "startup-levers-h200"]
