@@ -25,14 +25,8 @@ W=/root/w/seeds
 read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
 PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
 
-logged_since() {  # $1: the run's log folder, $2: a file touched as the run started, $3: a text; 0 once a console
-  # log written since then has it (a relayed run's folder holds the earlier sitting's logs too, which had it)
-  local log
-  while read -r log; do grep -aqs "$3" "$log" && return 0; done \
-    < <(find "$1" -maxdepth 1 -name 'console-*.log' -newer "$2" 2>/dev/null)
-  return 1
-}
-rollout_up() { logged_since "$1" "$2" "checkpoint engine manager initialized"; }
+# shellcheck source=benchmarks/gpu/seed_logs.sh
+. /root/repo/benchmarks/gpu/seed_logs.sh
 pack() {  # $1 recipe, $2 seed: what the run left, no weights or data
   tar -czf "$O/seeds-$1-$2.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
     --exclude='*.bin' "logs/seed-$2/$1" "reports/seed-$2/$1" "models/seed-$2/$1-merged/eval" \
@@ -74,11 +68,10 @@ for run in "${runs[@]}"; do
   started="$O/started-$recipe-$seed"; touch "$started"
   ( make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" > "$O/$recipe-$seed.log" 2>&1 < /dev/null
     code=$?
-    # vLLM's memory profiling counts what another run allocates meanwhile (its wake-up) as its own: the same
-    # command again, as a user would, goes on from the stage that failed
-    if [ "$code" -ne 0 ] && logged_since "$LOG_DIR/seed-$seed/$recipe" "$started" \
-        "No available memory for the cache blocks"; then
-      stamp "$recipe seed $seed: vLLM found no KV-cache memory while another run allocated: the same command again"
+    # a failure that comes from sharing the host, not from the run: the same command again, as a user would,
+    # goes on from the stage that failed (once)
+    if [ "$code" -ne 0 ] && why=$(shared_host_failure "$LOG_DIR/seed-$seed/$recipe" "$started"); then
+      stamp "$recipe seed $seed: $why: the same command again"
       make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" >> "$O/$recipe-$seed.log" 2>&1 < /dev/null
       code=$?
     fi

@@ -1,0 +1,86 @@
+"""benchmarks/gpu/seed_logs.sh, what canary_seeds.sh reads in a seed run's console logs, on the recorded logs: a
+run another run on the host made fail is named and run again; a run that failed or ran on its own is not; a log
+from before the run's start (a relayed run's earlier sitting) does not count."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_LOGS = REPO / "benchmarks" / "gpu" / "seed_logs.sh"
+DATA = REPO / "docs" / "bench" / "gpu-data"
+# seed 2's first start, beside seed 1 on one H100 host: the trainer's port taken (EADDRINUSE)
+PORT_TAKEN = DATA / "canary-seeds-hopper-h100-2/logs/seed-2/canary-grpo-lora/console-20261207T081209Z.log.gz"
+# seed 2 again, the same command, to its verdict
+SEED_2 = DATA / "canary-seeds-hopper-h100-2/logs/seed-2/canary-grpo-lora/console-20261207T082020Z.log.gz"
+# the first Hopper sitting: the canary's vLLM found no KV-cache memory while two others started beside it
+NO_KV = next((DATA / "canary-vllm/canary/logs/canary-grpo-lora").glob("console-*.log"))
+
+
+def place(run: Path, recorded: Path) -> None:
+    """A recorded console log where the run writes its own, as `console-*.log`."""
+    run.mkdir(parents=True, exist_ok=True)
+    name = recorded.name.removesuffix(".gz")
+    if recorded.suffix == ".gz":
+        (run / name).write_bytes(gzip.decompress(recorded.read_bytes()))
+    else:
+        shutil.copyfile(recorded, run / name)
+
+
+def ask(function: str, run: Path, started: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", f'. "{SEED_LOGS}"; {function} "$1" "$2"', "-", str(run), str(started)],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def started(tmp_path):
+    marker = tmp_path / "started"
+    marker.touch()
+    past = time.time() - 60
+    os.utime(marker, (past, past))  # the logs placed after it are newer
+    return marker
+
+
+@pytest.mark.parametrize("recorded, why", [
+    (PORT_TAKEN, "the trainer's torch.distributed port was taken before it could bind it (EADDRINUSE)"),
+    (NO_KV, "vLLM found no KV-cache memory while another run allocated"),
+])
+def test_a_failure_another_run_caused_is_named(tmp_path, started, recorded, why):
+    run = tmp_path / "logs"
+    place(run, recorded)
+    answer = ask("shared_host_failure", run, started)
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.strip() == why
+
+
+def test_a_run_of_its_own_is_not_run_again(tmp_path, started):
+    run = tmp_path / "logs"
+    place(run, SEED_2)
+    answer = ask("shared_host_failure", run, started)
+    assert answer.returncode == 1 and answer.stdout == ""
+    assert ask("rollout_up", run, started).returncode == 0  # its engine came up
+
+
+def test_a_log_from_before_the_start_does_not_count(tmp_path, started):
+    """A relayed run's folder holds the earlier sitting's console logs: older than this start's marker."""
+    run = tmp_path / "logs"
+    place(run, PORT_TAKEN)
+    past = time.time() - 3600
+    for log in run.glob("console-*.log"):
+        os.utime(log, (past, past))
+    assert ask("shared_host_failure", run, started).returncode == 1
+    assert ask("rollout_up", run, started).returncode == 1
+
+
+def test_the_port_taken_never_brought_the_engine_up(tmp_path, started):
+    """The failed start ended before vLLM was up: the stagger let the next run start when it ended."""
+    run = tmp_path / "logs"
+    place(run, PORT_TAKEN)
+    assert ask("rollout_up", run, started).returncode == 1
