@@ -160,7 +160,8 @@ def _log_accuracy_checks(exp: AccuracyExpect, run, facts: RunFacts, cited: str, 
             continue
         values[label] = value
         met = _in_band(value, band)
-        checks.append(Check(name, exp.metric, _band_text(band), shown, MET if met else MISSED, cited if met else ""))
+        checks.append(Check(name, exp.metric, _band_text(band), shown, MET if met else MISSED, cited if met else "",
+                            measured=value))
     return checks, values
 
 
@@ -187,7 +188,8 @@ def _eval_accuracy_checks(exp: AccuracyExpect, fast: FastEvals, cited: str) -> t
         else:
             values[label] = value
             met = _in_band(value, band)
-            checks.append(Check(name, metric, _band_text(band), shown, MET if met else MISSED, cited if met else ""))
+            checks.append(Check(name, metric, _band_text(band), shown, MET if met else MISSED, cited if met else "",
+                                measured=value))
         if exp.min_problems is not None:
             checks.append(Check("held-out problems", f"eval fast_eval.{model}.n", f">= {exp.min_problems}",
                                 str(entry.n), MET if entry.n >= exp.min_problems else MISSED))
@@ -210,7 +212,8 @@ def _accuracy_checks(exp: AccuracyExpect, run, fast: FastEvals, facts: RunFacts,
                                 required=required))
         else:
             gain = values["after"] - values["before"]
-            checks.append(Check(name, exp.metric, expected, f"{gain:+.4f}", MET if gain >= exp.gain_min else MISSED))
+            checks.append(Check(name, exp.metric, expected, f"{gain:+.4f}", MET if gain >= exp.gain_min else MISSED,
+                                measured=gain))
     return checks
 
 
@@ -242,7 +245,7 @@ def _reward_check(exp: RewardExpect, run) -> Check:
         first, last = sum(ys[:k]) / k, sum(ys[-k:]) / k
         rise = last - first
         got = f"{rise:+.4f} ({first:.4f} -> {last:.4f})"
-    return Check(name, exp.metric, expected, got, MET if rise >= exp.rise_min else MISSED)
+    return Check(name, exp.metric, expected, got, MET if rise >= exp.rise_min else MISSED, measured=rise)
 
 
 def training_steps(run) -> list[int]:
@@ -277,7 +280,7 @@ def _bound_checks(bounds: tuple[Bound, ...], run, facts: RunFacts) -> list[Check
             ok = ys[worst] >= limit if side == "min" else ys[worst] <= limit
             of = f"{len(xs)} steps" if len(xs) >= trained else f"{len(xs)} of {trained} trained steps"
             checks.append(Check(name, bound.metric, expected, f"{ys[worst]:.4g} at step {xs[worst]} (worst of {of})",
-                                MET if ok else MISSED))
+                                MET if ok else MISSED, measured=ys[worst]))
     return checks
 
 
@@ -304,7 +307,7 @@ def _merged_check(exp: MergedExpect, run, fast: FastEvals, facts: RunFacts, min_
     if min_problems is not None and trained.n < min_problems:
         return Check(name, metric, expected, value, MISSED,
                      f"scored on {trained.n} problems; the contract needs >= {min_problems} (accuracy.min_problems)")
-    return Check(name, metric, expected, value, MET if abs(diff) <= exp.tolerance else MISSED)
+    return Check(name, metric, expected, value, MET if abs(diff) <= exp.tolerance else MISSED, measured=diff)
 
 
 def _skipped(name: str, reason: str) -> Check:

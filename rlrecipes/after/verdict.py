@@ -24,6 +24,8 @@ class Check:
     detail: str = ""  # why it was missed or not measured; where the figure comes from
     part: str = OUTCOME  # outcome (decides the verdict) | cost (shown; decides only under --strict)
     required: bool = True  # an outcome the contract requires: not measured is not met
+    measured: float | None = None  # the number that decided it (an accuracy, a rise, a step's worst): what
+    # benchmarks/seed_bounds.py derives a contract's bounds from, over its seed runs
 
     @property
     def fails(self) -> bool:
