@@ -152,7 +152,8 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     uni = [s for s in startups if s.complete and with_uni(s)]
     whole = [s for s in startups if s.complete and not with_uni(s)]
     assert sorted(str(s.log.relative_to(RECORDS)).split("/")[0] for s in uni) == [
-        "canary-seeds-hopper-h100", "recovery-faults-hopper-4", "recovery-faults-hopper-4",
+        "canary-seeds-hopper-h100", "canary-seeds-hopper-h100-2", "canary-seeds-hopper-h100-2",
+        "recovery-faults-hopper-4", "recovery-faults-hopper-4",
         "recovery-faults-hopper-5", "recovery-faults-hopper-5", "recovery-faults-hopper-6", "recovery-faults-hopper-6",
         "startup-levers-h100-3", "startup-levers-h100-4",
         "startup-levers-h100-5", "startup-levers-h100-5", "startup-levers-h100-6", "startup-levers-h100-7",
@@ -174,11 +175,16 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     def lever(sitting: str, name: str):
         return next(s for s in uni if s.log.parent.name == name and s.log.parts[-4] == sitting)
 
+    def seed_launch(sitting: str, seed: str):
+        return next(s for s in uni if s.log.parts[-5] == sitting and s.log.parts[-3] == seed)
+
     cold = [lever("startup-levers-h100-4", "timeline"), lever("startup-levers-h100-5", "shipped-cold"),
             lever("startup-levers-h100-6", "profile"), lever("startup-levers-h100-7", "micro512"),
             lever("startup-levers-h200", "shipped-warm"), *firsts,
-            next(s for s in uni if s.log.parts[-5] == "canary-seeds-hopper-h100")]  # seed 1, the host's first
-    warm = [*relaunches, lever("startup-levers-h100-5", "profile"), lever("startup-levers-h100-7", "shipped-warm"),
+            next(s for s in uni if s.log.parts[-5] == "canary-seeds-hopper-h100"),  # seed 1, the host's first
+            seed_launch("canary-seeds-hopper-h100-2", "seed-1")]  # the host's first, alone on it
+    # seed 2 again after its first start failed (the port taken), alone on the host seed 1 had run on
+    warm = [*relaunches, seed_launch("canary-seeds-hopper-h100-2", "seed-2"), lever("startup-levers-h100-5", "profile"), lever("startup-levers-h100-7", "shipped-warm"),
             lever("startup-levers-h100-7", "profile-stack"), lever("startup-levers-h200", "profile-stack"),
             lever("startup-levers-h200", "rows-on-host")]
     assert len({s.log for s in cold + warm}) == len(uni) - 1  # every launch with uni but the `uni` lever's own
