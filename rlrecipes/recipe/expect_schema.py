@@ -100,6 +100,32 @@ class ProfileExpect:
     startup_seconds: Figure | NotMeasured | None = None  # None: the contract names no start-up reference
 
 
+# what a seed run or a control is judged on to derive a bound: the outcome checks whose bounds come from runs
+SEEDED_CHECKS = ("accuracy", "reward", "rollout_agreement")
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    seed: int
+    log: str                   # the run's log folder, under docs/bench/
+
+
+@dataclass(frozen=True)
+class Control:
+    name: str
+    log: str
+    misses: tuple[str, ...]    # of SEEDED_CHECKS: the checks this control is there to fail
+
+
+@dataclass(frozen=True)
+class SeedRuns:
+    """The runs a contract's outcome bounds come from (docs/expect.md, "Bounds from seeds"): its seed runs on
+    one profile, and the controls each bound must still fail. benchmarks/seed_bounds.py derives the bounds."""
+    profile: str
+    runs: tuple[SeedRun, ...]
+    controls: tuple[Control, ...]
+
+
 @dataclass(frozen=True)
 class Expectations:
     accuracy: AccuracyExpect | NotMeasured
@@ -107,6 +133,7 @@ class Expectations:
     rollout_agreement: tuple[Bound, ...] | NotMeasured | None  # None: not part of this contract
     merged_matches_last: MergedExpect | None
     profiles: dict[str, ProfileExpect | NotMeasured]
+    seeds: SeedRuns | None = None  # None: the contract names no seed runs (its bounds are set by hand)
 
 
 def _number(value: Any, where: str) -> float:
@@ -343,13 +370,46 @@ def _memory_phase(record: reference.MeasuredMemory, metric: str, where: str) -> 
                       hint="its phases: " + "; ".join(p[0] for p in record.phases))
 
 
+def _seeds(data: Any, where: str, profiles: tuple[str, ...]) -> SeedRuns:
+    _strict(data, {"profile": True, "runs": True, "controls": False}, where)
+    profile = _text(data["profile"], f"{where}.profile")
+    if profile not in profiles:
+        raise RecipeError(f"{profile!r} is not one of the recipe's profiles", where=f"{where}.profile",
+                          hint=f"its profiles: {', '.join(profiles)}")
+    runs: list[SeedRun] = []
+    for index, entry in enumerate(_typed(data["runs"], list, f"{where}.runs")):
+        at = f"{where}.runs[{index}]"
+        _strict(entry, {"seed": True, "log": True}, at)
+        seed = _typed(entry["seed"], int, f"{at}.seed")
+        if seed < 0 or seed in {r.seed for r in runs}:
+            raise RecipeError(f"seed {seed} is negative or named twice", where=f"{at}.seed")
+        runs.append(SeedRun(seed=seed, log=_check_source(_text(entry["log"], f"{at}.log"), f"{at}.log")))
+    if not runs:
+        raise RecipeError("expected at least one seed run", where=f"{where}.runs")
+    controls: list[Control] = []
+    for index, entry in enumerate(_typed(data.get("controls") or [], list, f"{where}.controls")):
+        at = f"{where}.controls[{index}]"
+        _strict(entry, {"name": True, "log": True, "misses": True}, at)
+        misses = tuple(_typed(entry["misses"], list, f"{at}.misses"))
+        for position, check in enumerate(misses):
+            if check not in SEEDED_CHECKS:
+                raise RecipeError(f"{check!r} is not a check bounds are derived for", where=f"{at}.misses[{position}]",
+                                  hint=f"one of {', '.join(SEEDED_CHECKS)}")
+        if not misses:
+            raise RecipeError("a control misses at least one check", where=f"{at}.misses")
+        controls.append(Control(name=_text(entry["name"], f"{at}.name"),
+                                log=_check_source(_text(entry["log"], f"{at}.log"), f"{at}.log"),
+                                misses=tuple(map(str, misses))))
+    return SeedRuns(profile=profile, runs=tuple(runs), controls=tuple(controls))
+
+
 def parse_expect(data: Any, where: str, profiles: tuple[str, ...], test_rows: int | None = None) -> Expectations:
     """The `expect:` block of a recipe whose profiles are `profiles` (and whose test split has `test_rows`
     rows); RecipeError naming the key when malformed."""
     if data is None:
         raise RecipeError("the expect: block is empty", where=where, hint="see docs/expect.md")
     _strict(data, {"accuracy": True, "reward": True, "rollout_agreement": False, "merged_matches_last": False,
-                   "profiles": True}, where)
+                   "profiles": True, "seeds": False}, where)
     at = f"{where}.profiles"
     entries = _strict(data["profiles"], {name: True for name in profiles}, at)
     parsed: dict[str, ProfileExpect | NotMeasured] = {}
@@ -372,4 +432,5 @@ def parse_expect(data: Any, where: str, profiles: tuple[str, ...], test_rows: in
         merged_matches_last=(_merged(data["merged_matches_last"], f"{where}.merged_matches_last")
                              if "merged_matches_last" in data else None),
         profiles=parsed,
+        seeds=_seeds(data["seeds"], f"{where}.seeds", profiles) if "seeds" in data else None,
     )

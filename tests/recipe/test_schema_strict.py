@@ -30,7 +30,7 @@ TYPO = "mdoe"
 EXPECT_BLOCKS = ("expect", "expect.accuracy", "expect.accuracy.before", "expect.accuracy.after", "expect.reward",
                  "expect.rollout_agreement", "expect.rollout_agreement.*", "expect.merged_matches_last",
                  "expect.profiles", "expect.profiles.*", "expect.profiles.*.seconds_per_step",
-                 "expect.profiles.*.peak_memory_gib", "expect.profiles.*.startup_seconds")
+                 "expect.profiles.*.peak_memory_gib", "expect.profiles.*.startup_seconds", "expect.seeds")
 
 
 def _expect_block(path: str) -> bool:
