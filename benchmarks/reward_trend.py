@@ -33,6 +33,10 @@ RECORDED = {
     "vLLM engine killed after step 30 (recovery-faults-hopper-5)": f"{DATA}/recovery-faults-hopper-5/logs",
     "volume filled, save of step 10 failed, to the verdict (recovery-faults-hopper-6)":
         f"{DATA}/recovery-faults-hopper-6/logs",
+    "seed 1, today's assets, to its verdict (canary-seeds-hopper-h100-2)":
+        f"{DATA}/canary-seeds-hopper-h100-2/logs/seed-1/canary-grpo-lora",
+    "seed 2, today's assets, to its verdict (canary-seeds-hopper-h100-2)":
+        f"{DATA}/canary-seeds-hopper-h100-2/logs/seed-2/canary-grpo-lora",
     "control: adapter sync cut (canary-hopper/frozen-20)": f"{DATA}/canary-hopper/frozen-20/logs/canary-grpo-lora",
     "control: adapter sync cut (canary-vllm/frozen)": f"{DATA}/canary-vllm/frozen/logs/canary-grpo-lora",
     "control: shuffled reward (canary-vllm/shuffled)": f"{DATA}/canary-vllm/shuffled/logs/canary-grpo-lora",

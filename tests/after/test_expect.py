@@ -277,6 +277,10 @@ def test_every_shipped_recipe_has_a_contract_for_each_of_its_profiles(name):
         assert all(isinstance(entry, NotMeasured) for entry in recipe.expect.profiles.values())
         assert acc.before is not None and acc.before.max is not None and acc.gain_min >= 0.10
         assert acc.after.min <= acc.before.max
+    elif recipe.expect.seeds is not None:
+        # bounds from seeds: learning is the gain over the start band, the end bound below it where the seeds
+        # say so (benchmarks/seed_bounds.py; tests/after/test_seed_bounds.py)
+        assert recipe.expect.accuracy.gain_min > 0 and recipe.expect.accuracy.before is not None
     else:
         assert recipe.expect.accuracy.after.min > recipe.expect.accuracy.before.max
 

@@ -112,7 +112,7 @@ UNMEASURED = [
     # (edit, check, its status, its value, text in its detail)
     (died_at_step_5, "training steps", MISSED, "step 5 of 60", "stopped early: steps 6..60 not logged"),
     (died_at_step_5, "accuracy after", NM, "-", "only one validation logged (step 0)"),
-    (died_at_step_5, "training reward rises", NM, "-", "5 step(s) logged it; needs 20"),
+    (died_at_step_5, "training reward rises", NM, "-", "5 step(s) logged it; needs 10"),
     (no_validation, "accuracy before", NM, "-", f"{ACC} not logged: the run validated nowhere"),
     (nan_last_ten, "accuracy after", MISSED, "nan at step 60 (7 validations)", "not a number"),
     (nan_last_ten, "training reward rises", MISSED, "-", "not a number at steps 51..60"),
@@ -223,7 +223,7 @@ def test_the_printed_verdict_fits_80_columns(capsys, tmp_path, monkeypatch):
         "  met     accuracy before training: 0.2207 at step 0 (7 validations)",
         "  met     accuracy after training: 0.4688 at step 60 (7 validations)",
         "  met     accuracy gain: +0.2480",
-        "  met     training reward rises: +0.1842 (0.1820 -> 0.3662)",
+        "  met     training reward rises: +0.2209 (+0.00374 a step over steps 1-60)",
         "  met     rollout correlation: 0.9967 at step 58 (worst of 60 steps)",
         "  met     rollout mean |dp|: 0.001128 at step 59 (worst of 60 steps)",
         "  met     merged vs last: 0.4648 on 512 problems vs 0.4688 at step 60 (-0.0039)",
@@ -245,7 +245,7 @@ def test_a_run_that_stopped_early_reads_as_such(capsys, tmp_path, monkeypatch):
         "  met     accuracy before training: 0.2207 at step 0 (1 validation)",
         "  no data accuracy after training: only one validation logged (step 0)",
         "  no data accuracy gain: needs both accuracies",
-        "  no data training reward rises: 5 step(s) logged it; needs 20",
+        "  no data training reward rises: 5 step(s) logged it; needs 10",
     ]
     assert lines[-3:] == ["outcome: MISSED (3 met, 1 missed, 4 not measured, 4 of them required)",
                           "cost: NOT COMPARED (reference GPU NVIDIA H200; this run's unknown: --gpu NAME)",

@@ -28,7 +28,7 @@ def test_three_launches_read_as_one_run_that_learned(capsys):
     assert checks["accuracy before training"]["value"] == "0.2207 at step 0 (7 validations)"
     assert checks["accuracy after training"]["value"] == "0.4805 at step 60 (7 validations)"
     assert checks["accuracy gain"]["value"] == "+0.2598"
-    assert checks["training reward rises"]["value"] == "+0.1830 (0.1809 -> 0.3639)"
+    assert checks["training reward rises"]["value"] == "+0.2053 (+0.00348 a step over steps 1-60)"
     outcome = result["outcome"]["checks"]
     assert {c["status"] for c in outcome if not c["name"].startswith("merged")} == {"met"}
     assert len(outcome) == 8 and {c["part"] for c in outcome} == {"outcome"}
@@ -59,28 +59,47 @@ def test_the_run_after_the_filled_volume_reads_as_the_record_quotes_it(capsys):
     values = {c["name"].split(" (")[0]: (c["status"], c["value"]) for c in result["checks"]}
     assert values["training steps"] == ("missed", "step 27 of 60")
     assert values["accuracy before training"] == ("met", "0.2207 at step 0 (4 validations)")
-    assert values["accuracy after training"] == ("missed", "0.3789 at step 20 (4 validations)")
+    # under today's bounds from seeds: met; the record's "+0.098 against +0.100" was the 10-step window's
+    assert values["accuracy after training"] == ("met", "0.3789 at step 20 (4 validations)")
     assert values["accuracy gain"] == ("met", "+0.1582")
-    assert values["training reward rises"] == ("missed", "+0.0982 (0.1793 -> 0.2775)")
+    assert values["training reward rises"] == ("met", "+0.1511 (+0.00581 a step over steps 1-27)")
     assert values["rollout vs trainer"] == ("met", "0.0009156 at step 23 (worst of 27 steps)")
     assert values["s/step on any-1gpu-hopper"][1].startswith("11.41 s (23 steps), 2.22x the reference 5.13 s")
-    assert code == 1
+    assert code == 1 and [c["name"] for c in result["outcome"]["checks"] if c["status"] != "met"] == [
+        "training steps (the last logged step against the run's planned steps)",
+        "merged model scores what the last trained step scored"]
     doc = " ".join((RUN.parents[2] / "gpu-reliability.md").read_text().split())
-    for quoted in ("0.3789 at 20", "(+0.158)", "+0.098 against +0.100", "11.41 s a step, 2.22x"):
+    for quoted in ("0.3789 at 20", "(+0.158)", "+0.098 against +0.100", "11.41 s a step, 2.22x",
+                   "(0.3789 against >= 0.30) and the reward rise (+0.151 fitted over steps 1-27, against >= +0.030)"):
         assert quoted in doc, quoted
 
 
-def rejudged(capsys, sitting: Path) -> tuple[int, dict]:
+# the contract's bounds that changed since these runs wrote their verdicts (the bounds from seeds,
+# docs/bench/gpu-canary.md): the check's name as the record has it -> as today's contract words it
+CHANGED = {"accuracy after training": "accuracy after training", "accuracy gain (after - before)":
+           "accuracy gain (after - before)", "training reward rises (mean of last 10 - first 10 steps)":
+           "training reward rises (least-squares line over every logged step, slope x steps spanned)",
+           "rollout vs trainer (every step)": "rollout vs trainer (every step)"}
+
+
+def rejudged(capsys, sitting: Path) -> tuple[int, dict, dict]:
     """`rlrecipes expect` on a sitting's raw logs and eval summary (one H100), held to the `expect.json` the run
-    itself wrote: the verdict re-judged from the record is the one `make reproduce` printed."""
+    itself wrote: the verdict re-judged from the record is the one `make reproduce` printed, check for check,
+    wherever the contract is the same; where a bound changed since, the same check under today's bound. Returns
+    the exit code, today's result and the record's (status, value) by check name (what the docs quote)."""
     code = main(["expect", str(sitting / "logs"), "--recipe", "canary-grpo-lora", "--profile", "any-1gpu-hopper",
                  "--eval", str(sitting / "eval"), "--gpu", "NVIDIA H100 80GB HBM3", "--json"])
     result = json.loads(capsys.readouterr().out)
     recorded = json.loads((sitting / "logs" / "expect.json").read_text())["checks"]
-    # the record predates each check's `measured` number: everything it holds is the same
-    assert [{key: check[key] for key in record} for check, record in zip(result["checks"], recorded)] == recorded
     assert len(result["checks"]) == len(recorded)
-    return code, result
+    for today, record in zip(result["checks"], recorded):
+        if today["expected"] == record["expected"]:
+            # the record predates each check's `measured` number: everything it holds is the same
+            assert {key: today[key] for key in record} == record
+        else:
+            assert today["name"] == CHANGED[record["name"]], (today, record)
+    then = {c["name"].split(" (")[0]: (c["status"], c["value"]) for c in recorded}
+    return code, result, then
 
 
 SEED1 = RUN.parents[1] / "recovery-faults-hopper-4"
@@ -90,14 +109,15 @@ def test_the_run_to_its_verdict_after_the_kill_reads_as_the_record_quotes_it(cap
     """The fifth sitting (seed 1, the vLLM engine killed after checkpoint 30, the same command relaunching
     itself, one H100): the recovery's checks met, the learning checks missed, the cost not compared with the H200
     references -- the verdict `make reproduce` wrote, and the figures docs/bench/gpu-reliability.md quotes."""
-    code, result = rejudged(capsys, SEED1)
+    code, result, then = rejudged(capsys, SEED1)
     assert code == 1
     values = {c["name"].split(" (")[0]: (c["status"], c["value"]) for c in result["outcome"]["checks"]}
     assert values["training steps"] == ("met", "step 60 of 60")
     assert values["accuracy before training"] == ("missed", "0.0957 at step 0 (7 validations)")
     assert values["accuracy after training"] == ("missed", "0.1387 at step 60 (7 validations)")
     assert values["accuracy gain"] == ("missed", "+0.0430")
-    assert values["training reward rises"] == ("missed", "+0.0354 (0.0619 -> 0.0973)")
+    assert then["training reward rises"] == ("missed", "+0.0354 (0.0619 -> 0.0973)")  # the 10-step windows
+    assert values["training reward rises"] == ("missed", "+0.0265 (+0.00045 a step over steps 1-60)")
     assert values["merged model scores what the last trained step scored"] == (
         "met", "0.1387 on 512 problems vs 0.1387 at step 60 (+0.0000)")
     assert {c["status"] for c in result["cost"]["checks"]} == {"not measured"}
@@ -139,13 +159,13 @@ def test_the_shipped_seeds_run_after_the_kill_is_met_as_the_record_quotes_it(cap
     """The sixth sitting (the shipped seed's assets, the vLLM engine killed after checkpoint 30, the same command
     relaunching itself, one H100): every outcome check met, the cost not compared with the H200 references -- the
     verdict `make reproduce` wrote, and the figures docs/bench/gpu-reliability.md quotes."""
-    code, result = rejudged(capsys, SEED0)
+    code, result, then = rejudged(capsys, SEED0)
     assert code == 0
     assert result["outcome"]["counts"] == {"met": 8, "missed": 0, "not measured": 0}
     values = {c["name"].split(" (")[0]: c["value"] for c in result["outcome"]["checks"]}
     assert values["accuracy before training"] == "0.2207 at step 0 (7 validations)"
     assert values["accuracy after training"] == "0.4727 at step 60 (7 validations)"
-    assert values["training reward rises"] == "+0.1951 (0.1943 -> 0.3895)"
+    assert then["training reward rises"] == ("met", "+0.1951 (0.1943 -> 0.3895)")  # the 10-step windows
     assert values["merged model scores what the last trained step scored"] == (
         "0.4570 on 512 problems vs 0.4727 at step 60 (-0.0156)")
     assert {c["status"] for c in result["cost"]["checks"]} == {"not measured"}
@@ -184,14 +204,14 @@ def test_the_run_through_the_full_volume_is_met_as_the_record_quotes_it(capsys):
     assert "train failed (exit 1) with the checkpoint volume full" in first
     assert "then run the same command: it goes on from the checkpoint of step 5" in first
     assert "[reproduce] assets: done before (exit 0); skipped" in (FULL / "attempt-2.log").read_text(errors="replace")
-    code, result = rejudged(capsys, FULL)
+    code, result, then = rejudged(capsys, FULL)
     assert code == 0
     assert result["outcome"]["counts"] == {"met": 8, "missed": 0, "not measured": 0}
     values = {c["name"].split(" (")[0]: c["value"] for c in result["outcome"]["checks"]}
     assert values["accuracy before training"] == "0.2207 at step 0 (8 validations)"
     assert values["accuracy after training"] == "0.4785 at step 60 (8 validations)"
     assert values["accuracy gain"] == "+0.2578"
-    assert values["training reward rises"] == "+0.2092 (0.1980 -> 0.4072)"
+    assert then["training reward rises"] == ("met", "+0.2092 (0.1980 -> 0.4072)")  # the 10-step windows
     assert values["merged model scores what the last trained step scored"] == (
         "0.4824 on 512 problems vs 0.4785 at step 60 (+0.0039)")
     assert {c["status"] for c in result["cost"]["checks"]} == {"not measured"}
