@@ -9,7 +9,8 @@
 # run's were.
 #
 #   relay.sh pack DIR     each seed run under /root/w/seeds that saved a checkpoint and has not ended (no
-#                         out/seeds-R-N.tgz, which canary_seeds.sh packs as a run ends), as DIR/relay-R-N.tgz.K
+#                         out/seeds-R-N.tgz, which canary_seeds.sh packs as a run ends, newer than its start),
+#                         as DIR/relay-R-N.tgz.K
 #                         pieces of at most 15 MiB (what a file brought back may be); a run whose relay is over
 #                         RELAY_MAX_MIB (default 30: what one copy onto the next host holds beside the repository) is
 #                         left out and named. benchmarks/gpu/job_follow.sh runs it at every follow.
@@ -37,6 +38,13 @@ assets_of() {  # $1 seed: the asset files a run of that seed reads, relative to 
 sums() { (cd "$W" && assets_of "$1" | xargs -r sha256sum); }  # $1 seed: the sha256 of its assets, as check compares
 gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
 
+ended() {  # $1 recipe, $2 seed: the run packed its results as it ended (out/seeds-R-N.tgz) and was not started
+  # again since (canary_seeds.sh touches out/started-R-N as it starts one; the same command again after a failed
+  # start, by hand or by the seed runner, goes on in the same folders and is relayed like any other)
+  local tgz="$O/seeds-$1-$2.tgz" started="$O/started-$1-$2"
+  [ -f "$tgz" ] && { [ ! -f "$started" ] || [ "$tgz" -nt "$started" ]; }
+}
+
 pack() {
   local dest="$1" tracker run recipe seed step tmp size built
   mkdir -p "$dest"
@@ -44,7 +52,7 @@ pack() {
     [ -f "$tracker" ] || continue
     run=${tracker%/latest_checkpointed_iteration.txt}; recipe=${run##*/}
     seed=${run%/*}; seed=${seed##*/seed-}; step=$(cat "$tracker")
-    [ -f "$O/seeds-$recipe-$seed.tgz" ] && continue  # the run ended on this host: nothing to go on with
+    ended "$recipe" "$seed" && continue  # the run ended on this host: nothing to go on with
     [ -d "$run/global_step_$step" ] || { echo "relay $recipe seed $seed: no global_step_$step folder"; continue; }
     mkdir -p "$W/relay-meta"
     # the assets' sums as this host built them; a run relayed here and not run again keeps those it came with

@@ -73,6 +73,25 @@ def test_a_cut_run_is_packed_in_pieces_and_an_ended_one_is_not(packed):
     assert printed == f"relay {RUN} seed 1: checkpoint of step 30, 20 MiB in 2 piece(s)\n"
 
 
+def test_a_run_started_again_after_it_ended_is_packed(tmp_path):
+    """Seed 2's first start failed and packed its results; the same command started it again (canary_seeds.sh
+    touches its start marker) and it saved a checkpoint: not ended, so relayed -- as on the H100 host where seed 2's
+    second start ran after its first had failed (docs/bench/gpu-canary.md, "Bounds from seeds")."""
+    host = tmp_path / "host"
+    build_assets(host / "seeds", 2, b"weights of seed 2")
+    cut_run(host / "seeds", 2, 30)
+    (host / "out").mkdir()
+    ended = host / "out" / f"seeds-{RUN}-2.tgz"
+    ended.write_bytes(b"")
+    os.utime(ended, (1_000_000_000, 1_000_000_000))
+    (host / "out" / f"started-{RUN}-2").touch()  # started again since
+    result = relay(host, "pack", str(tmp_path / "results"))
+    assert result.stdout == f"relay {RUN} seed 2: checkpoint of step 30, 0 MiB in 1 piece(s)\n", result.stderr
+    os.utime(ended)  # and ended again, after that start: nothing to relay
+    (tmp_path / "results" / f"relay-{RUN}-2.tgz.0").unlink()
+    assert relay(host, "pack", str(tmp_path / "results")).stdout == ""
+
+
 def test_the_next_host_goes_on_from_the_checkpoint_on_the_same_bytes(packed):
     tmp_path, _ = packed
     host = tmp_path / "next"
