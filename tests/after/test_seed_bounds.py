@@ -134,3 +134,20 @@ def test_a_malformed_seeds_block_is_refused_naming_where(home, monkeypatch, edit
     with pytest.raises(RecipeError) as info:
         load_recipe("canary-grpo-lora")
     assert message in str(info.value) and where in str(info.value), str(info.value)
+
+
+def test_the_readme_quotes_the_seed_runs_and_the_bounds_from_their_records():
+    """The README's figures for seeds 1 and 2 and the contract's bounds: from the seed runs' logs and the recipe."""
+    text = " ".join((REPO / "README.md").read_text().split())
+    starts, ends = [], []
+    for seed in (1, 2):
+        result = check_run("canary-grpo-lora", "any-1gpu-hopper",
+                           run_dir=str(DATA / "logs" / f"seed-{seed}" / "canary-grpo-lora"))
+        by = {c.label: c.measured for c in result.checks}
+        starts.append(f"{100 * by['accuracy before training']:.1f} %")
+        ends.append(f"{100 * by['accuracy after training']:.1f} %")
+    assert set(ends) == {"39.5 %"}
+    assert f"seeds 1 and 2 on one H100 from {starts[0]} and {starts[1]} to {ends[0]}" in text
+    accuracy = load_recipe("canary-grpo-lora").expect.accuracy
+    assert (f"held-out accuracy >= {100 * accuracy.after.min:.0f} % after, a gain >= "
+            f"{100 * accuracy.gain_min:.0f} points") in text
