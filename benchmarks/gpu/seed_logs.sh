@@ -15,7 +15,8 @@ shared_host_failure() {  # $1: the run's log folder, $2: its start marker; print
   # - vLLM's memory profiling counts what another run allocates meanwhile (its wake-up) as its own;
   # - verl's worker group picks its torch.distributed port by binding port 0 and closing the socket
   #   (Worker._get_free_port, verl 0.9.1), and the trainer binds it later: another run's process can take that
-  #   port in between (seen on an H100 host: docs/bench/gpu-canary.md, "three GRPO seeds").
+  #   port in between (seen on an H100 host: docs/bench/gpu-canary.md, "Bounds from seeds"; users report the same
+  #   error from verl's workers in verl-project/verl#3147 and #5889, and the same race in vLLM's engines in #6677).
   if logged_since "$1" "$2" "No available memory for the cache blocks"; then
     echo "vLLM found no KV-cache memory while another run allocated"
   elif logged_since "$1" "$2" "EADDRINUSE"; then
