@@ -12,6 +12,7 @@ the recipe's bounds by tests/after/test_seed_bounds.py.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -53,26 +54,21 @@ def bounded(expect: Expectations) -> list[Bounded]:
     return out
 
 
+def key(check) -> str:
+    """A check's key as `bounded` labels its bound: the metric for rollout agreement (two checks, one name)."""
+    return check.metric if check.metric.startswith("training/rollout_") else check.label
+
+
+@functools.cache
+def judged(recipe: str, profile: str, log: str) -> dict:
+    """One run's checks, judged as `rlrecipes expect` judges it, by `key`: the bounded ones carry `measured`."""
+    return {key(check): check for check in check_run(recipe, profile, run_dir=str(REPO / log)).checks}
+
+
 def measured(recipe: str, profile: str, log: str) -> dict[str, float]:
-    """Each bounded check's deciding number in one run, keyed as `bounded` labels them."""
-    result = check_run(recipe, profile, run_dir=str(REPO / log))
-    out = {}
-    for check in result.checks:
-        if check.measured is None:
-            continue
-        key = check.metric if check.metric.startswith("training/rollout_") else check.label
-        out[key] = check.measured
-    return out
-
-
-def derive(side: str, grid: float, seeds: list[float], controls: list[float]) -> float | None:
-    """Halfway between the worst seed and the nearest control, rounded toward the control; None without one."""
-    if not controls:
-        return None
-    worst, nearest = (min(seeds), max(controls)) if side == "min" else (max(seeds), min(controls))
-    middle = (worst + nearest) / 2
-    steps = math.floor(middle / grid + 1e-9) if side == "min" else math.ceil(middle / grid - 1e-9)
-    return round(steps * grid, 6)
+    """Each bounded check's deciding number in one run."""
+    return {name: check.measured for name, check in judged(recipe, profile, log).items()
+            if check.measured is not None}
 
 
 @dataclass(frozen=True)
@@ -80,7 +76,27 @@ class Row:
     bound: Bounded
     seeds: dict[int, float]
     controls: dict[str, float]
-    derived: float | None
+
+    @property
+    def worst(self) -> float:
+        """The seed closest to the bound."""
+        return min(self.seeds.values()) if self.bound.side == "min" else max(self.seeds.values())
+
+    @property
+    def nearest(self) -> float | None:
+        """The control closest to the bound; None without one."""
+        if not self.controls:
+            return None
+        return max(self.controls.values()) if self.bound.side == "min" else min(self.controls.values())
+
+    @property
+    def derived(self) -> float | None:
+        """Halfway between the worst seed and the nearest control, rounded toward the control; None without one."""
+        if self.nearest is None:
+            return None
+        middle, grid = (self.worst + self.nearest) / 2, self.bound.grid
+        steps = math.floor(middle / grid + 1e-9) if self.bound.side == "min" else math.ceil(middle / grid - 1e-9)
+        return round(steps * grid, 6)
 
 
 def rows(recipe_name: str) -> list[Row]:
@@ -92,12 +108,11 @@ def rows(recipe_name: str) -> list[Row]:
     control_values = {c.name: (c, measured(recipe.name, plan.profile, c.log)) for c in plan.controls}
     out = []
     for bound in bounded(recipe.expect):
-        key = bound.label
-        seeds = {seed: values[key] for seed, values in seed_values.items() if key in values}
-        controls = {name: values[key] for name, (control, values) in control_values.items()
-                    if bound.group in control.misses and key in values}
-        out.append(Row(bound, seeds, controls, derive(bound.side, bound.grid, list(seeds.values()),
-                                                      list(controls.values()))))
+        label = bound.label
+        seeds = {seed: values[label] for seed, values in seed_values.items() if label in values}
+        controls = {name: values[label] for name, (control, values) in control_values.items()
+                    if bound.group in control.misses and label in values}
+        out.append(Row(bound, seeds, controls))
     return out
 
 
@@ -116,10 +131,7 @@ def table(recipe_name: str) -> str:
     for row in found:
         values = list(row.seeds.values())
         signed = row.bound.label in ("accuracy gain", "training reward rises")
-        worst = min(values) if row.bound.side == "min" else max(values)
-        nearest = (max(row.controls.values()) if row.bound.side == "min" else min(row.controls.values())) \
-            if row.controls else None
-        limit = row.bound.contract
+        worst, nearest, limit = row.worst, row.nearest, row.bound.contract
         # positive: on the side of the bound it belongs (a seed meets it, a control misses it)
         direction = 1 if row.bound.side == "min" else -1
         margins = f"{direction * (worst - limit):+.4f} / " + (
