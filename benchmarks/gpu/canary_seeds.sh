@@ -18,6 +18,15 @@
 # checkpoint and logs are unpacked before the assets, and kept only if the assets rebuilt from the seed are the
 # same bytes. Run detached after the bundle is installed (benchmarks/gpu/bundle_install_and_start.sh with
 # JOB=benchmarks/gpu/canary_seeds.sh); follow with benchmarks/gpu/job_follow.sh.
+#
+# A negative control is RECIPE:SEED:CONTROL: the same command on that seed's assets (a copy: the merge writes beside
+# them), in folders of its own under control-CONTROL/, with one thing broken, to show the contract misses a run
+# that cannot learn (docs/expect.md, "Bounds from seeds"); packed as out/seeds-RECIPE-SEED-CONTROL.tgz:
+#   frozen-actor  the actor's learning rate 0 (actor_rollout_ref.actor.optim.lr=0): rollout, critic, validation and
+#                 every check run as shipped while the policy never changes -- a control for accuracy and reward
+#   shuffled      the reward that ignores the answer (rlrecipes/smoke/shuffled_reward.py, through REWARD_FN): a
+#                 control for the reward trend only (verl validates with the same reward)
+# CONTROL_STEPS (default 40) cuts a control short: a frozen policy reads the same at step 40 as at step 100.
 set -uo pipefail
 W=/root/w/seeds
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
@@ -27,10 +36,19 @@ PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
 
 # shellcheck source=benchmarks/gpu/seed_logs.sh
 . /root/repo/benchmarks/gpu/seed_logs.sh
-pack() {  # $1 recipe, $2 seed: what the run left, no weights or data
-  tar -czf "$O/seeds-$1-$2.tgz" -C "$W" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
+pack() {  # $1 recipe, $2 seed, $3 its folders under W ("" for a seed run), $4 the tarball's name: what the run
+  # left, no weights or data
+  tar -czf "$O/$4.tgz" -C "$W/$3" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
     --exclude='*.bin' "logs/seed-$2/$1" "reports/seed-$2/$1" "models/seed-$2/$1-merged/eval" \
     "models/seed-$2/canary-qwen2/canary-manifest.json" 2>/dev/null
+}
+control_env() {  # $1 control: the environment and Hydra overrides (after --) that break the run as it names
+  case $1 in
+    frozen-actor) echo "-- actor_rollout_ref.actor.optim.lr=0 trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
+    shuffled) echo "REWARD_FN=/root/repo/rlrecipes/smoke/shuffled_reward.py" \
+      "-- trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
+    *) return 1 ;;
+  esac
 }
 
 # Every seed's assets first, side by side with the environment's record (each a 3.9M-parameter SFT and greedy
@@ -45,7 +63,11 @@ if [ -d "$RELAY" ]; then
 fi
 [ "${#relayed[@]}" -eq 0 ] || stamp "relayed from an earlier sitting: ${relayed[*]}"
 record_env > "$O/env.txt" 2>&1 &
-for seed in $(printf '%s\n' "${runs[@]##*:}" | sort -un); do
+for run in "${runs[@]}"; do  # a control names a known way to break the run, or nothing runs
+  rest=${run#*:}; control=${rest#*:}; [ "$control" = "$rest" ] && continue
+  control_env "$control" > /dev/null || { stamp "unknown control '$control' in RUNS ($run)"; exit 2; }
+done
+for seed in $(for run in "${runs[@]}"; do rest=${run#*:}; echo "${rest%%:*}"; done | sort -un); do
   ( seed_assets "$seed" "$O"; echo $? > "$O/assets-seed-$seed.rc" ) &
 done
 wait
@@ -61,33 +83,50 @@ done
 
 names=()
 for run in "${runs[@]}"; do
-  recipe=${run%%:*} seed=${run##*:}
-  [ -z "${refused[$seed]:-}" ] || { stamp "$recipe seed $seed: skipped (its assets were refused)"; continue; }
+  recipe=${run%%:*} rest=${run#*:}; seed=${rest%%:*} control=${rest#*:}; [ "$control" = "$rest" ] && control=
+  name="$recipe-$seed${control:+-$control}" what="$recipe seed $seed${control:+ (control: $control)}"
+  [ -z "${refused[$seed]:-}" ] || { stamp "$what: skipped (its assets were refused)"; continue; }
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 5; done
-  stamp "$recipe seed $seed: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed"
-  started="$O/started-$recipe-$seed"; touch "$started"
-  ( make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" > "$O/$recipe-$seed.log" 2>&1 < /dev/null
+  # a control's folders: its own, with a copy of the seed's assets (the merge writes beside them); its breakage
+  base="" env=() args=()
+  if [ -n "$control" ]; then
+    base="control-$control"; mkdir -p "$W/$base/models"
+    cp -a "$MODELS_DIR/seed-$seed" "$W/$base/models/"
+    env=(MODELS_DIR="$W/$base/models" CKPT_DIR="$W/$base/ckpt" LOG_DIR="$W/$base/logs"
+         REPORTS_DIR="$W/$base/reports" CACHE_DIR="$W/$base/cache")
+    read -ra broken <<< "$(control_env "$control")"
+    after=0
+    for word in "${broken[@]}"; do
+      if [ "$word" = -- ]; then after=1; elif [ "$after" = 1 ]; then args+=("$word"); else env+=("$word"); fi
+    done
+  fi
+  logs="$W/${base:+$base/}logs/seed-$seed/$recipe"
+  stamp "$what: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed${args[*]+ ARGS=\"${args[*]}\"}${env[*]+ (${env[*]})}"
+  started="$O/started-$name"; touch "$started"
+  ( [ "${#env[@]}" -eq 0 ] || export "${env[@]}"
+    make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" ARGS="${args[*]-}" > "$O/$name.log" 2>&1 \
+      < /dev/null
     code=$?
     # a failure that comes from sharing the host, not from the run: the same command again, as a user would,
     # goes on from the stage that failed (once)
-    if [ "$code" -ne 0 ] && why=$(shared_host_failure "$LOG_DIR/seed-$seed/$recipe" "$started"); then
-      stamp "$recipe seed $seed: $why: the same command again"
-      make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" >> "$O/$recipe-$seed.log" 2>&1 < /dev/null
+    if [ "$code" -ne 0 ] && why=$(shared_host_failure "$logs" "$started"); then
+      stamp "$what: $why: the same command again"
+      make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" ARGS="${args[*]-}" >> "$O/$name.log" 2>&1 \
+        < /dev/null
       code=$?
     fi
-    pack "$recipe" "$seed"
+    pack "$recipe" "$seed" "$base" "seeds-$name"
     # the verdict (a seed the builder refuses never gets here: its runs are skipped above)
-    stamp "$recipe seed $seed: exit $code; $(grep -aE 'expected result' "$O/$recipe-$seed.log" \
-      | tail -1 | cut -c1-400)" ) &
+    stamp "$what: exit $code; $(grep -aE 'expected result' "$O/$name.log" | tail -1 | cut -c1-400)" ) &
   pid=$!  # now: a process substitution (rollout_up's) sets $! too
-  names+=("$recipe:$seed")
+  names+=("$recipe:$seed${control:+:$control}")
   # the next one starts once this one's rollout engine is up (or it ended, or UP_WAIT_S passed)
   waited=0
-  until rollout_up "$LOG_DIR/seed-$seed/$recipe" "$started" || ! kill -0 "$pid" 2>/dev/null \
+  until rollout_up "$logs" "$started" || ! kill -0 "$pid" 2>/dev/null \
       || [ "$waited" -ge "$UP_WAIT_S" ]; do
     sleep 5; waited=$((waited + 5))
   done
-  stamp "$recipe seed $seed: rollout engine up after ${waited}s (or the run ended); the next may start"
+  stamp "$what: rollout engine up after ${waited}s (or the run ended); the next may start"
 done
 wait
 stamp "all done: ${names[*]}"
