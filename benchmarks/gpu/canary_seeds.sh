@@ -63,6 +63,15 @@ if [ -d "$RELAY" ]; then
 fi
 [ "${#relayed[@]}" -eq 0 ] || stamp "relayed from an earlier sitting: ${relayed[*]}"
 record_env > "$O/env.txt" 2>&1 &
+# the host's TCP sockets every 30 s (a bind to port 0 was refused beside another run: seed_logs.sh), with the
+# ephemeral range they come from; out of the job table, so that neither the PARALLEL count nor the last wait sees it
+echo "ephemeral ports: $(tr -s '\t ' - < /proc/sys/net/ipv4/ip_local_port_range)" > "$O/sockstat.txt"
+( while [ ! -f "$O/DONE" ]; do
+    echo "[$(( $(date +%s) - T0 ))s] $(grep -h '^TCP:' /proc/net/sockstat /proc/net/sockstat6 | tr '\n' ' ')" \
+      >> "$O/sockstat.txt"
+    sleep 30
+  done ) &
+disown
 for run in "${runs[@]}"; do  # a control names a known way to break the run, or nothing runs
   rest=${run#*:}; control=${rest#*:}; [ "$control" = "$rest" ] && continue
   control_env "$control" > /dev/null || { stamp "unknown control '$control' in RUNS ($run)"; exit 2; }
