@@ -36,19 +36,22 @@ PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
 
 # shellcheck source=benchmarks/gpu/seed_logs.sh
 . /root/repo/benchmarks/gpu/seed_logs.sh
+seeds=()
+for run in "${runs[@]}"; do  # every entry well formed, every control a known way to break the run, or nothing runs
+  if ! parts=$(run_parts "$run"); then
+    stamp "RUNS: '$run' is not RECIPE:SEED or RECIPE:SEED:CONTROL"; touch "$O/DONE"; exit 2
+  fi
+  read -r _ seed control <<< "$parts"
+  if [ "$control" != - ] && ! control_env "$control" > /dev/null; then
+    stamp "RUNS: '$run' names no known control (frozen-actor, shuffled)"; touch "$O/DONE"; exit 2
+  fi
+  seeds+=("$seed")
+done
 pack() {  # $1 recipe, $2 seed, $3 its folders under W ("" for a seed run), $4 the tarball's name: what the run
   # left, no weights or data
   tar -czf "$O/$4.tgz" -C "$W/$3" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
     --exclude='*.bin' "logs/seed-$2/$1" "reports/seed-$2/$1" "models/seed-$2/$1-merged/eval" \
     "models/seed-$2/canary-qwen2/canary-manifest.json" 2>/dev/null
-}
-control_env() {  # $1 control: the environment and Hydra overrides (after --) that break the run as it names
-  case $1 in
-    frozen-actor) echo "-- actor_rollout_ref.actor.optim.lr=0 trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
-    shuffled) echo "REWARD_FN=/root/repo/rlrecipes/smoke/shuffled_reward.py" \
-      "-- trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
-    *) return 1 ;;
-  esac
 }
 
 # Every seed's assets first, side by side with the environment's record (each a 3.9M-parameter SFT and greedy
@@ -72,11 +75,7 @@ echo "ephemeral ports: $(tr -s '\t ' - < /proc/sys/net/ipv4/ip_local_port_range)
     sleep 30
   done ) &
 disown
-for run in "${runs[@]}"; do  # a control names a known way to break the run, or nothing runs
-  rest=${run#*:}; control=${rest#*:}; [ "$control" = "$rest" ] && continue
-  control_env "$control" > /dev/null || { stamp "unknown control '$control' in RUNS ($run)"; exit 2; }
-done
-for seed in $(for run in "${runs[@]}"; do rest=${run#*:}; echo "${rest%%:*}"; done | sort -un); do
+for seed in $(printf '%s\n' "${seeds[@]}" | sort -un); do
   ( seed_assets "$seed" "$O"; echo $? > "$O/assets-seed-$seed.rc" ) &
 done
 wait
@@ -92,7 +91,7 @@ done
 
 names=()
 for run in "${runs[@]}"; do
-  recipe=${run%%:*} rest=${run#*:}; seed=${rest%%:*} control=${rest#*:}; [ "$control" = "$rest" ] && control=
+  read -r recipe seed control <<< "$(run_parts "$run")"; [ "$control" = - ] && control=
   name="$recipe-$seed${control:+-$control}" what="$recipe seed $seed${control:+ (control: $control)}"
   [ -z "${refused[$seed]:-}" ] || { stamp "$what: skipped (its assets were refused)"; continue; }
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 5; done
@@ -103,11 +102,8 @@ for run in "${runs[@]}"; do
     cp -a "$MODELS_DIR/seed-$seed" "$W/$base/models/"
     env=(MODELS_DIR="$W/$base/models" CKPT_DIR="$W/$base/ckpt" LOG_DIR="$W/$base/logs"
          REPORTS_DIR="$W/$base/reports" CACHE_DIR="$W/$base/cache")
-    read -ra broken <<< "$(control_env "$control")"
-    after=0
-    for word in "${broken[@]}"; do
-      if [ "$word" = -- ]; then after=1; elif [ "$after" = 1 ]; then args+=("$word"); else env+=("$word"); fi
-    done
+    { read -ra broken; read -ra args; } < <(control_env "$control")
+    env+=(${broken[@]+"${broken[@]}"})
   fi
   logs="$W/${base:+$base/}logs/seed-$seed/$recipe"
   stamp "$what: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed${args[*]+ ARGS=\"${args[*]}\"}${env[*]+ (${env[*]})}"

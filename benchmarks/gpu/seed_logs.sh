@@ -1,7 +1,28 @@
 #!/usr/bin/env bash
-# What a seed run's console logs say, for benchmarks/gpu/canary_seeds.sh (sourced; no side effects, so that
-# tests/repo/test_gpu_seed_logs.py reads the recorded logs with it): whether the run's rollout engine is up, and
-# whether it failed for a reason another run on the same host caused, which the same command again gets past.
+# What benchmarks/gpu/canary_seeds.sh reads (sourced; no side effects, so that tests/repo/test_gpu_seed_logs.py
+# calls the same functions): a RUNS entry's parts, what a negative control changes, and what a seed run's console
+# logs say -- whether its rollout engine is up, and whether it failed for a reason another run on the same host
+# caused, which the same command again gets past.
+run_parts() {  # $1: a RUNS entry, RECIPE:SEED or RECIPE:SEED:CONTROL; prints "RECIPE SEED CONTROL" (CONTROL "-"
+  # for a seed run), or returns 1 for anything else
+  local recipe=${1%%:*} rest=${1#*:} seed control
+  [[ $1 == *:* ]] || return 1
+  seed=${rest%%:*} control=${rest#*:}
+  [ "$control" = "$rest" ] && control=-
+  [[ $recipe =~ ^[a-z0-9.-]+$ && $seed =~ ^[0-9]+$ && $control =~ ^[a-z0-9-]+$ ]] || return 1
+  echo "$recipe $seed $control"
+}
+control_env() {  # $1: a control's name; prints the environment it sets (line 1) and the Hydra overrides it adds
+  # (line 2), or returns 1 for a name it does not know. CONTROL_STEPS (default 40) cuts a control short.
+  case $1 in
+    frozen-actor)  # the policy never changes: rollout, critic, validation and every check as shipped
+      echo; echo "actor_rollout_ref.actor.optim.lr=0 trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
+    shuffled)  # the reward that ignores the answer (verl validates with it too: a control for the reward only)
+      echo "REWARD_FN=/root/repo/rlrecipes/smoke/shuffled_reward.py"
+      echo "trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
+    *) return 1 ;;
+  esac
+}
 logged_since() {  # $1: the run's log folder, $2: a file touched as the run started, $3: a text; 0 once a console
   # log written since then has it, word for word (a relayed run's folder holds the earlier sitting's logs too,
   # which had it)
