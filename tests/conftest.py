@@ -20,6 +20,15 @@ sys.path.insert(0, str(REPO))
 from support.require import skip_or_fail  # noqa: E402
 
 
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A scratch copy of the repository's recipes/ in tmp_path, used as RLRECIPES_HOME (no docs/: as in an image).
+    A module that needs another home (its own recipes, another folder) defines its own `home`, which wins."""
+    shutil.copytree(REPO / "recipes", tmp_path / "recipes")
+    monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def verl_python():
     """Factory: verl_python("0.5.0") -> Path of an interpreter with that verl, or skip."""

@@ -295,14 +295,6 @@ def test_the_3b_contract_cites_both_reference_runs():
 
 
 # ---------------------------------------------------------------------------------------------- schema
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A scratch copy of the repository's recipes as RLRECIPES_HOME (no docs/: as in an image)."""
-    shutil.copytree(REPO / "recipes", tmp_path / "recipes")
-    monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
-    return tmp_path
-
-
 def write_recipe(home: Path, base: str, edit) -> None:
     data = yaml.safe_load((home / "recipes" / f"{base}.yaml").read_text())
     edit(data)

@@ -100,15 +100,6 @@ def test_the_seed_runs_the_old_contract_called_missed_are_met(capsys, seed, befo
     assert recorded["gpu"] == "NVIDIA H100 80GB HBM3"
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    import shutil
-
-    shutil.copytree(REPO / "recipes", tmp_path / "recipes")
-    monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
-    return tmp_path
-
-
 @pytest.mark.parametrize("edit, where, message", [
     (lambda s: s.update(profile="any-2gpu"), "expect.seeds.profile", "'any-2gpu' is not one of the recipe's profiles"),
     (lambda s: s["runs"][1].update(seed=0), "expect.seeds.runs[1].seed", "seed 0 is negative or named twice"),

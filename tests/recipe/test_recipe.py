@@ -23,14 +23,6 @@ SHIPPED = ["canary-dapo", "canary-dr-grpo", "canary-grpo-lora", "canary-gspo", "
 ENV = {"WANDB_API_KEY": ""}
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A scratch copy of the repository's recipes, used as RLRECIPES_HOME."""
-    shutil.copytree(REPO / "recipes", tmp_path / "recipes")
-    monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
-    return tmp_path
-
-
 def test_shipped_recipes_and_profiles_are_listed():
     assert list_recipes() == SHIPPED
     assert {"a100-80gb", "p40-24gb", "h100-80gb", "any-1gpu"} <= set(list_profiles())

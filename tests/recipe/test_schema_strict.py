@@ -68,13 +68,6 @@ def _cases():
                     yield pytest.param(kind, path.stem, block, id=f"{kind}:{path.stem}:{block}")
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "recipes", tmp_path / "recipes")
-    monkeypatch.setenv("RLRECIPES_HOME", str(tmp_path))
-    return tmp_path
-
-
 @pytest.mark.parametrize("kind,name,block", list(_cases()))
 def test_unknown_key_in_any_block_fails_naming_its_path(home, kind, name, block):
     path = home / "recipes" / ("profiles" if kind == "profile" else "") / f"{name}.yaml"
