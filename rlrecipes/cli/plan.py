@@ -172,7 +172,8 @@ def time_rows(t: TimeEstimate, total_steps: int | None) -> list[tuple[str, str]]
     if t.hosts:
         steps = [h["seconds_per_step"] for h in t.hosts]
         gpus = sorted({h["gpu"] for h in t.hosts})
-        origin += (f"; on other hosts the same recipe and profile took {min(steps):.2f}-{max(steps):.2f} s/step "
+        took = f"{min(steps):.2f}" if len(steps) == 1 else f"{min(steps):.2f}-{max(steps):.2f}"
+        origin += (f"; on other hosts the same recipe and profile took {took} s/step "
                    f"({len(steps)} run(s), one host each: {', '.join(gpus)}; `plan --json`, time.hosts): a step's "
                    "time is the host's as much as the settings' (docs/bench/gpu-overhead.md)")
     rows.append(("time, measured", origin))
