@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Sourced by benchmarks/gpu/recovery_canary.sh, recovery_faults.sh, startup_levers.sh, canary_seeds.sh and
 # canary_starts.sh, with W (their work folder) set: the image's environment on the GPU host (the installed bundle
-# in /root/site, the repository in /root/repo, the entry point run directly), the canary's folders under W, the
-# timeline in /root/w/out, and how they read a run's state. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and
-# T0; defines stamp, last_step, tracker, seed_assets, record_env.
-cd /root/repo || exit 2
-mkdir -p /root/bin
-printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > /root/bin/rlrecipes && chmod +x /root/bin/rlrecipes
-export PATH="/root/bin:$PATH" PYTHONPATH="/root/site:/root/repo" PYTHONUNBUFFERED=1 \
+# in HOST_ROOT/site, the repository in HOST_ROOT/repo, the entry point run directly from HOST_ROOT/bin, unless a
+# stand-in is already there), the canary's folders under W, the timeline in HOST_ROOT/w/out, and how they read a
+# run's state. HOST_ROOT is /root on a GPU host; tests/repo/test_gpu_seed_runner.py rehearses canary_seeds.sh in a
+# folder of its own. Sets O, RECIPE, PROFILE, SEED, SEEDED, CK, LG and T0; defines stamp, last_step, tracker,
+# seed_assets, record_env.
+HOST_ROOT="${HOST_ROOT:-/root}"
+cd "$HOST_ROOT/repo" || exit 2
+mkdir -p "$HOST_ROOT/bin"
+[ -x "$HOST_ROOT/bin/rlrecipes" ] \
+  || { printf '#!/bin/sh\nexec python3 -m rlrecipes "$@"\n' > "$HOST_ROOT/bin/rlrecipes" && chmod +x "$HOST_ROOT/bin/rlrecipes"; }
+export PATH="$HOST_ROOT/bin:$PATH" PYTHONPATH="$HOST_ROOT/site:$HOST_ROOT/repo" PYTHONUNBUFFERED=1 \
   RAY_DEDUP_LOGS=0 WANDB_MODE=offline HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
   VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false RLRECIPES_IN_IMAGE=1
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true  # as many open files as the host allows (Ray opens many)
-O=/root/w/out; mkdir -p "$O" "${W:?set W before sourcing}"
+O="$HOST_ROOT/w/out"; mkdir -p "$O" "${W:?set W before sourcing}"
 export MODELS_DIR="$W/models" DATA_DIR="$W/data" CKPT_DIR="$W/ckpt" LOG_DIR="$W/logs" REPORTS_DIR="$W/reports" \
   CACHE_DIR="$W/cache"
 # shellcheck disable=SC2034  # PROFILE: read by the scripts that source this
@@ -37,7 +41,7 @@ seed_assets() {  # $1 seed, $2 folder: `rlrecipes canary-assets` as `make reprod
     > "$log" 2>&1 < /dev/null
   code=$?
   cp "$MODELS_DIR/seed-$1/canary-qwen2/canary-manifest.json" "$2/manifest-seed-$1.json" 2>/dev/null
-  SEEDS_DIR="$W" bash /root/repo/benchmarks/gpu/relay.sh sums "$1" > "$2/assets-seed-$1.sha256"
+  SEEDS_DIR="$W" bash "$HOST_ROOT/repo/benchmarks/gpu/relay.sh" sums "$1" > "$2/assets-seed-$1.sha256"
   stamp "seed $1 assets: exit $code; $(grep -aE '^model |refused|outside the start band|[Ee]rror' "$log" | tail -1 \
     | cut -c1-300)"
   return "$code"

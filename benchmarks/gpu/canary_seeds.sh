@@ -28,14 +28,14 @@
 #                 control for the reward trend only (verl validates with the same reward)
 # CONTROL_STEPS (default 40) cuts a control short: a frozen policy reads the same at step 40 as at step 100.
 set -uo pipefail
-W=/root/w/seeds
+HOST_ROOT="${HOST_ROOT:-/root}"; W="$HOST_ROOT/w/seeds"
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
-. /root/repo/benchmarks/gpu/canary_recovery_common.sh
+. "$HOST_ROOT/repo/benchmarks/gpu/canary_recovery_common.sh"
 read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
 PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
 
 # shellcheck source=benchmarks/gpu/seed_logs.sh
-. /root/repo/benchmarks/gpu/seed_logs.sh
+. "$HOST_ROOT/repo/benchmarks/gpu/seed_logs.sh"
 seeds=()
 for run in "${runs[@]}"; do  # every entry well formed, every control a known way to break the run, or nothing runs
   if ! parts=$(run_parts "$run"); then
@@ -58,10 +58,11 @@ pack() {  # $1 recipe, $2 seed, $3 its folders under W ("" for a seed run), $4 t
 # checks): the same command as a run's assets stage, into the same folders, so that stage finds them up to date; and a
 # seed whose held-out start falls outside the band is known before a run's place on the GPU is spent on it.
 declare -A refused=()
-RELAY="${RELAY:-/root/relay}"
+RELAY="${RELAY:-$HOST_ROOT/relay}"
 relayed=()
 if [ -d "$RELAY" ]; then
-  mapfile -t relayed < <(bash /root/repo/benchmarks/gpu/relay.sh unpack "$RELAY" 2> "$O/relay-unpack.txt")
+  mapfile -t relayed < <(SEEDS_DIR="$W" OUT_DIR="$O" bash "$HOST_ROOT/repo/benchmarks/gpu/relay.sh" unpack "$RELAY" \
+    2> "$O/relay-unpack.txt")
   while read -r line; do stamp "$line"; done < "$O/relay-unpack.txt"
 fi
 [ "${#relayed[@]}" -eq 0 ] || stamp "relayed from an earlier sitting: ${relayed[*]}"
@@ -73,7 +74,7 @@ echo "ephemeral ports: $(tr -s '\t ' - < /proc/sys/net/ipv4/ip_local_port_range)
     echo "[$(( $(date +%s) - T0 ))s] $(grep -h '^TCP:' /proc/net/sockstat /proc/net/sockstat6 | tr '\n' ' ')" \
       >> "$O/sockstat.txt"
     sleep 30
-  done ) &
+  done ) > /dev/null 2>&1 &
 disown
 for seed in $(printf '%s\n' "${seeds[@]}" | sort -un); do
   ( seed_assets "$seed" "$O"; echo $? > "$O/assets-seed-$seed.rc" ) &
@@ -86,7 +87,8 @@ done
 for run in ${relayed[@]+"${relayed[@]}"}; do  # recipe:seed; its checkpoint kept only on the same assets
   [[ " ${runs[*]} " == *" $run "* ]] || { stamp "relay $run: not among RUNS, left as it is"; continue; }
   [ -n "${refused[${run##*:}]:-}" ] \
-    || stamp "$(bash /root/repo/benchmarks/gpu/relay.sh check "${run##*:}" "${run%%:*}")"
+    || stamp "$(SEEDS_DIR="$W" OUT_DIR="$O" bash "$HOST_ROOT/repo/benchmarks/gpu/relay.sh" check "${run##*:}" \
+      "${run%%:*}")"
 done
 
 names=()

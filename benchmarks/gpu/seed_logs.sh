@@ -18,7 +18,7 @@ control_env() {  # $1: a control's name; prints the environment it sets (line 1)
     frozen-actor)  # the policy never changes: rollout, critic, validation and every check as shipped
       echo; echo "actor_rollout_ref.actor.optim.lr=0 trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
     shuffled)  # the reward that ignores the answer (verl validates with it too: a control for the reward only)
-      echo "REWARD_FN=/root/repo/rlrecipes/smoke/shuffled_reward.py"
+      echo "REWARD_FN=${HOST_ROOT:-/root}/repo/rlrecipes/smoke/shuffled_reward.py"
       echo "trainer.total_training_steps=${CONTROL_STEPS:-40}" ;;
     *) return 1 ;;
   esac
