@@ -36,7 +36,7 @@ PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
 
 # shellcheck source=benchmarks/gpu/seed_logs.sh
 . "$HOST_ROOT/repo/benchmarks/gpu/seed_logs.sh"
-seeds=()
+seeds=() parsed=()
 for run in "${runs[@]}"; do  # every entry well formed, every control a known way to break the run, or nothing runs
   if ! parts=$(run_parts "$run"); then
     stamp "RUNS: '$run' is not RECIPE:SEED or RECIPE:SEED:CONTROL"; touch "$O/DONE"; exit 2
@@ -45,7 +45,7 @@ for run in "${runs[@]}"; do  # every entry well formed, every control a known wa
   if [ "$control" != - ] && ! control_env "$control" > /dev/null; then
     stamp "RUNS: '$run' names no known control (frozen-actor, shuffled)"; touch "$O/DONE"; exit 2
   fi
-  seeds+=("$seed")
+  seeds+=("$seed") parsed+=("$parts")
 done
 pack() {  # $1 recipe, $2 seed, $3 its folders under W ("" for a seed run), $4 the tarball's name: what the run
   # left, no weights or data
@@ -92,8 +92,8 @@ for run in ${relayed[@]+"${relayed[@]}"}; do  # recipe:seed; its checkpoint kept
 done
 
 names=()
-for run in "${runs[@]}"; do
-  read -r recipe seed control <<< "$(run_parts "$run")"; [ "$control" = - ] && control=
+for parts in "${parsed[@]}"; do
+  read -r recipe seed control <<< "$parts"; [ "$control" = - ] && control=
   name="$recipe-$seed${control:+-$control}" what="$recipe seed $seed${control:+ (control: $control)}"
   [ -z "${refused[$seed]:-}" ] || { stamp "$what: skipped (its assets were refused)"; continue; }
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 5; done
@@ -111,15 +111,14 @@ for run in "${runs[@]}"; do
   stamp "$what: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed${args[*]+ ARGS=\"${args[*]}\"}${env[*]+ (${env[*]})}"
   started="$O/started-$name"; touch "$started"
   ( [ "${#env[@]}" -eq 0 ] || export "${env[@]}"
-    make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" ARGS="${args[*]-}" > "$O/$name.log" 2>&1 \
-      < /dev/null
+    reproduce() { make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" ARGS="${args[*]-}" < /dev/null; }
+    reproduce > "$O/$name.log" 2>&1
     code=$?
     # a failure that comes from sharing the host, not from the run: the same command again, as a user would,
     # goes on from the stage that failed (once)
     if [ "$code" -ne 0 ] && why=$(shared_host_failure "$logs" "$started"); then
       stamp "$what: $why: the same command again"
-      make reproduce RECIPE="$recipe" PROFILE="$PROFILE" SEED="$seed" ARGS="${args[*]-}" >> "$O/$name.log" 2>&1 \
-        < /dev/null
+      reproduce >> "$O/$name.log" 2>&1
       code=$?
     fi
     pack "$recipe" "$seed" "$base" "seeds-$name"

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from rlrecipes.cli import main
+from support.verdict import by_name
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-ppo-hopper-h100"
@@ -22,8 +23,7 @@ def judge(capsys, *extra: str) -> tuple[int, dict]:
 
 
 def checks(result: dict) -> dict[str, tuple[str, str]]:
-    """Each check by its name's words before any parenthesis or profile ("s/step on any-1gpu-hopper (...)")."""
-    return {c["name"].split(" (")[0].split(" on ")[0]: (c["status"], c["value"]) for c in result["checks"]}
+    return by_name(result["checks"])
 
 
 def test_the_cut_run_learned_and_is_missed_for_its_steps_alone(capsys):

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from rlrecipes.cli import main
+from support.verdict import by_name
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-seeds-ppo-hopper-h100"
@@ -24,10 +25,6 @@ def judge(capsys, *extra: str) -> tuple[int, dict]:
     code = main(["expect", str(RUN), "--recipe", "canary-ppo", "--profile", "any-1gpu-hopper", "--eval", str(EVAL),
                  "--json", *extra])
     return code, json.loads(capsys.readouterr().out)
-
-
-def by_name(checks: list[dict]) -> dict[str, tuple[str, str]]:
-    return {c["name"].split(" (")[0].split(" on ")[0]: (c["status"], c["value"]) for c in checks}
 
 
 def test_it_learned_and_one_runs_bounds_call_it_missed(capsys):

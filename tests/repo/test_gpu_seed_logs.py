@@ -38,9 +38,14 @@ def place(run: Path, recorded: Path) -> None:
         shutil.copyfile(recorded, run / name)
 
 
+def call(snippet: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`snippet` run in bash with seed_logs.sh sourced, ARGS as its $1, $2, ..."""
+    return subprocess.run(["bash", "-c", f'. "{SEED_LOGS}"; {snippet}', "-", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+
+
 def ask(function: str, run: Path, started: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", f'. "{SEED_LOGS}"; {function} "$1" "$2"', "-", str(run), str(started)],
-                          capture_output=True, text=True, timeout=60)
+    return call(f'{function} "$1" "$2"', str(run), str(started))
 
 
 @pytest.fixture
@@ -91,32 +96,27 @@ def test_the_port_taken_never_brought_the_engine_up(tmp_path, started):
     assert ask("rollout_up", run, started).returncode == 1
 
 
-def call(snippet: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", f'. "{SEED_LOGS}"; {snippet}'], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
-
-
 @pytest.mark.parametrize("entry, parts", [
     ("canary-ppo:1", "canary-ppo 1 -"),
     ("canary-grpo-lora:12", "canary-grpo-lora 12 -"),
     ("canary-ppo:1:frozen-actor", "canary-ppo 1 frozen-actor"),
 ])
 def test_a_runs_entry_is_split_into_recipe_seed_and_control(entry, parts):
-    answer = call(f'run_parts "{entry}"')
+    answer = call('run_parts "$1"', entry)
     assert (answer.returncode, answer.stdout.strip()) == (0, parts)
 
 
 @pytest.mark.parametrize("entry", ["canary-ppo", "canary-ppo:", "canary-ppo:one", ":1", "canary-ppo:1:",
                                    "canary-ppo:1:frozen actor", "canary-ppo:1:a:b"])
 def test_a_malformed_runs_entry_is_refused(entry):
-    answer = call(f'run_parts "{entry}"')
+    answer = call('run_parts "$1"', entry)
     assert answer.returncode == 1 and answer.stdout == ""
 
 
 def test_a_control_breaks_the_run_by_its_environment_and_overrides():
     frozen = call('control_env frozen-actor').stdout.split("\n")
     assert frozen[:2] == ["", "actor_rollout_ref.actor.optim.lr=0 trainer.total_training_steps=40"]
-    shuffled = call('control_env shuffled', {"CONTROL_STEPS": "30"}).stdout.split("\n")
+    shuffled = call('control_env shuffled', env={"CONTROL_STEPS": "30"}).stdout.split("\n")
     assert shuffled[:2] == ["REWARD_FN=/root/repo/rlrecipes/smoke/shuffled_reward.py",
                             "trainer.total_training_steps=30"]
     assert (REPO / "rlrecipes/smoke/shuffled_reward.py").is_file()  # the path in the repository copied to /root/repo
@@ -127,5 +127,5 @@ def test_the_recorded_control_ran_with_the_overrides_control_env_gives():
     """The frozen-actor control of the PPO seed sitting (CONTROL_STEPS=30): its state names what control_env prints."""
     import json
     state = json.loads((NO_PORT.parent / "reproduce.json").read_text())
-    overrides = call('control_env frozen-actor', {"CONTROL_STEPS": "30"}).stdout.split("\n")[1].split()
+    overrides = call('control_env frozen-actor', env={"CONTROL_STEPS": "30"}).stdout.split("\n")[1].split()
     assert state["identity"]["overrides"] == overrides

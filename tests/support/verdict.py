@@ -1,0 +1,9 @@
+"""Reading a verdict as `rlrecipes expect --json` writes it."""
+
+from __future__ import annotations
+
+
+def by_name(checks: list[dict]) -> dict[str, tuple[str, str]]:
+    """Each check's (status, value) by its name's words before any parenthesis or profile: "s/step on
+    any-1gpu-hopper (steady state: ...)" -> "s/step"."""
+    return {c["name"].split(" (")[0].split(" on ")[0]: (c["status"], c["value"]) for c in checks}
