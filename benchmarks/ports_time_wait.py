@@ -45,9 +45,20 @@ def time_wait_sockets() -> int:
     return len(out.splitlines())
 
 
+def range_size(text: str) -> int:
+    """--ports: a whole number of ports the range between LOW and 65535 can hold, at least 2."""
+    try:
+        size = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number of ports") from None
+    if not 2 <= size <= 65536 - LOW:
+        raise argparse.ArgumentTypeError(f"{text} ports: want 2 .. {65536 - LOW} (the range starts at {LOW})")
+    return size
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ports", type=int, default=200, help="the ephemeral range's size in the namespace")
+    parser.add_argument("--ports", type=range_size, default=200, help="the ephemeral range's size in the namespace")
     args = parser.parse_args(argv)
     if os.environ.get(INSIDE) != "1":
         os.environ[INSIDE] = "1"
