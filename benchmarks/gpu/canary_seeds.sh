@@ -27,12 +27,14 @@
 #   shuffled      the reward that ignores the answer (rlrecipes/smoke/shuffled_reward.py, through REWARD_FN): a
 #                 control for the reward trend only (verl validates with the same reward)
 # CONTROL_STEPS (default 40) cuts a control short: a frozen policy reads the same at step 40 as at step 100.
+# A run whose start failed for a reason another run caused goes again with the same command (once); where the host
+# had no free port, only once the runs beside it have ended (RETRY_WAIT_S, default 1200, at most).
 set -uo pipefail
 HOST_ROOT="${HOST_ROOT:-/root}"; W="$HOST_ROOT/w/seeds"
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
 . "$HOST_ROOT/repo/benchmarks/gpu/canary_recovery_common.sh"
 read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
-PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}"
+PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}" RETRY_WAIT_S="${RETRY_WAIT_S:-1200}"
 
 # shellcheck source=benchmarks/gpu/seed_logs.sh
 . "$HOST_ROOT/repo/benchmarks/gpu/seed_logs.sh"
@@ -52,6 +54,13 @@ pack() {  # $1 recipe, $2 seed, $3 its folders under W ("" for a seed run), $4 t
   tar -czf "$O/$4.tgz" -C "$W/$3" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
     --exclude='*.bin' "logs/seed-$2/$1" "reports/seed-$2/$1" "models/seed-$2/$1-merged/eval" \
     "models/seed-$2/canary-qwen2/canary-manifest.json" 2>/dev/null
+}
+others_running() {  # $1: a run's name; true while another run of this job has started and not ended
+  local f
+  for f in "$O"/started-*; do
+    [ "$f" = "$O/started-$1" ] || [ -e "$O/ended-${f##*/started-}" ] || return 0
+  done
+  return 1
 }
 
 # Every seed's assets first, side by side with the environment's record (each a 3.9M-parameter SFT and greedy
@@ -117,13 +126,21 @@ for parts in "${parsed[@]}"; do
     # a failure that comes from sharing the host, not from the run: the same command again, as a user would,
     # goes on from the stage that failed (once)
     if [ "$code" -ne 0 ] && why=$(shared_host_failure "$logs" "$started"); then
+      # a host short of ports stays short while the runs beside it step (a closed connection keeps its port in
+      # TIME_WAIT for about a minute): the same command again once they have ended (RETRY_WAIT_S at most)
+      if [[ $why == *"no free port"* ]]; then
+        waited=0
+        while others_running "$name" && [ "$waited" -lt "$RETRY_WAIT_S" ]; do sleep 5; waited=$((waited + 5)); done
+        why="$why; the runs beside it ended ${waited}s later"
+      fi
       stamp "$what: $why: the same command again"
       reproduce >> "$O/$name.log" 2>&1
       code=$?
     fi
     pack "$recipe" "$seed" "$base" "seeds-$name"
     # the verdict (a seed the builder refuses never gets here: its runs are skipped above)
-    stamp "$what: exit $code; $(grep -aE 'expected result' "$O/$name.log" | tail -1 | cut -c1-400)" ) &
+    stamp "$what: exit $code; $(grep -aE 'expected result' "$O/$name.log" | tail -1 | cut -c1-400)"
+    touch "$O/ended-$name" ) &
   pid=$!  # now: a process substitution (rollout_up's) sets $! too
   names+=("$recipe:$seed${control:+:$control}")
   # the next one starts once this one's rollout engine is up (or it ended, or UP_WAIT_S passed)

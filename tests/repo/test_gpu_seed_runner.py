@@ -44,7 +44,8 @@ if [[ $args == *optim.lr=0* ]] && [ ! -f "$logs/failed-once" ]; then
   echo "[reproduce] train failed (exit 1)"; exit 2
 fi
 echo "(TaskRunnerV1 pid=1) checkpoint engine manager initialized" > "$console"
-sleep 1
+# a seed run steps on for a while after its engine is up (the runner looks every 5 s), a control briefly
+if [ -n "$args" ]; then sleep 1; else sleep 7; fi
 mkdir -p "$REPORTS_DIR/seed-$s/$r" "$MODELS_DIR/seed-$s/$r-merged/eval"
 echo '{"accuracy": 0.4}' > "$MODELS_DIR/seed-$s/$r-merged/eval/eval-summary.json"
 echo "# report" > "$REPORTS_DIR/seed-$s/$r/report.md"
@@ -89,8 +90,12 @@ def test_a_seed_run_and_its_control_share_the_host_and_a_failed_start_runs_again
     # the control started once the seed run's engine was up
     assert timeline.index("canary-ppo seed 1: rollout engine up") < timeline.index(
         "canary-ppo seed 1 (control: frozen-actor): make reproduce")
-    assert ("canary-ppo seed 1 (control: frozen-actor): the kernel had no free port to give (a bind to port 0 "
-            "refused: [Errno 98] Address already in use): the same command again") in timeline
+    retry = ("canary-ppo seed 1 (control: frozen-actor): the kernel had no free port to give (a bind to port 0 "
+             "refused: [Errno 98] Address already in use); the runs beside it ended ")
+    assert retry in timeline
+    assert "s later: the same command again" in timeline[timeline.index(retry):].splitlines()[0]
+    # ... and only once the seed run had ended: its ports' TIME_WAIT no longer held
+    assert timeline.index("canary-ppo seed 1: exit 0") < timeline.index(retry)
     assert "canary-ppo seed 1 (control: frozen-actor): exit 0; [reproduce] canary-ppo" in timeline
     assert "canary-ppo seed 1: exit 0; [reproduce] canary-ppo" in timeline
     # the seed run: once, as shipped, on the seed's assets
