@@ -79,8 +79,10 @@ record_env > "$O/env.txt" 2>&1 &
 # the host's TCP sockets every 30 s (a bind to port 0 was refused beside another run: seed_logs.sh), with the
 # ephemeral range they come from; out of the job table, so that neither the PARALLEL count nor the last wait sees it
 echo "ephemeral ports: $(tr -s '\t ' - < /proc/sys/net/ipv4/ip_local_port_range)" > "$O/sockstat.txt"
+# and how many distinct local ports those in TIME_WAIT (state 06) hold: a bind to port 0 fails once they cover the range
 ( while [ ! -f "$O/DONE" ]; do
     echo "[$(( $(date +%s) - T0 ))s] $(grep -h '^TCP:' /proc/net/sockstat /proc/net/sockstat6 | tr '\n' ' ')" \
+      "tw-ports $(awk '$4 == "06" { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 | sort -u | wc -l)" \
       >> "$O/sockstat.txt"
     sleep 30
   done ) > /dev/null 2>&1 &
