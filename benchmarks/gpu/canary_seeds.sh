@@ -28,7 +28,9 @@
 #                 control for the reward trend only (verl validates with the same reward)
 # CONTROL_STEPS (default 40) cuts a control short: a frozen policy reads the same at step 40 as at step 100.
 # A run whose start failed for a reason another run caused goes again with the same command (once); where the host
-# had no free port, only once the runs beside it have ended (RETRY_WAIT_S, default 1200, at most).
+# had no free port, only once the runs beside it have ended (RETRY_WAIT_S, default 1200, at most). PORT_RANGE
+# ("LOW HIGH") sets the host's ephemeral port range before anything starts (docs/bench/cpu-data/tq-time-wait.txt:
+# a canary's TransferQueue calls hold about 2,000 ports in TIME_WAIT a step).
 set -uo pipefail
 HOST_ROOT="${HOST_ROOT:-/root}"; W="$HOST_ROOT/w/seeds"
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
@@ -78,6 +80,14 @@ fi
 record_env > "$O/env.txt" 2>&1 &
 # the host's TCP sockets every 30 s (a bind to port 0 was refused beside another run: seed_logs.sh), with the
 # ephemeral range they come from; out of the job table, so that neither the PARALLEL count nor the last wait sees it
+# PORT_RANGE ("LOW HIGH") widens the host's range first (a namespaced sysctl: what compose.yaml's sysctls set)
+if [ -n "${PORT_RANGE:-}" ]; then
+  if echo "$PORT_RANGE" > /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null; then
+    stamp "ephemeral port range set to $PORT_RANGE"
+  else
+    stamp "ephemeral port range: could not set '$PORT_RANGE'; left as it was"
+  fi
+fi
 echo "ephemeral ports: $(tr -s '\t ' - < /proc/sys/net/ipv4/ip_local_port_range)" > "$O/sockstat.txt"
 # and how many distinct local ports those in TIME_WAIT (state 06) hold: a bind to port 0 fails once they cover the range
 ( while [ ! -f "$O/DONE" ]; do
