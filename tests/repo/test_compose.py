@@ -68,6 +68,9 @@ def test_trainer_service_shape(service):
     assert "count" in device and "device_ids" not in device
     assert int(svc["shm_size"]) >= 10 * 2**30, "verl needs >= 10g of /dev/shm"
     assert svc["ulimits"]["memlock"] == -1
+    # 55,296 ephemeral ports: a canary's TransferQueue calls hold ~26,000 in TIME_WAIT (docs/bench/gpu-canary.md)
+    low, high = map(int, svc["sysctls"]["net.ipv4.ip_local_port_range"].split())
+    assert (low, high) == (10240, 65535)
     mounts = {v["source"]: v["target"] for v in svc["volumes"] if v["type"] == "volume"}
     assert mounts == VOLUMES
     assert svc["depends_on"]["watchdog"]["condition"] == "service_healthy"
@@ -133,7 +136,7 @@ def test_make_runs_stages_through_compose_services():
     for gpu, cpu in (("a100-grpo", "a100-cpu"), ("hopper-grpo", "hopper-cpu"), ("p40-ppo", "p40-cpu")):
         # the CPU twin is the same container without GPUs and without waiting for the watchdog
         assert services[cpu]["image"] == services[gpu]["image"]
-        for key in ("volumes", "shm_size", "ulimits", "env_file", "stop_grace_period"):
+        for key in ("volumes", "shm_size", "ulimits", "sysctls", "env_file", "stop_grace_period"):
             assert services[cpu].get(key) == services[gpu].get(key), key
         assert "deploy" not in services[cpu] and "depends_on" not in services[cpu]
         assert {v["source"]: v["target"] for v in services[cpu]["volumes"]} == VOLUMES

@@ -197,6 +197,8 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
     assert _between(text, "generation-faster-table") == printed
     # every launch on PollReplayBuffer, the PPO canary's too (its console log kept gzipped beside the metrics)
     assert [line.split(" | ")[0] for line in printed.splitlines()[2:]] == [
+        "| `canary-controls-ppo-hopper-h100/control-frozen-actor/logs/seed-1/canary-ppo/metrics-20261207T143600Z.jsonl`",
+        "| `canary-controls-ppo-hopper-h100/control-shuffled/logs/seed-1/canary-ppo/metrics-20261207T144010Z.jsonl`",
         "| `canary-ppo-hopper-h100/logs/canary-ppo/metrics-20261207T030712Z.jsonl`",
         "| `canary-seeds-hopper-h100/logs/seed-1/canary-grpo-lora/metrics-20261207T052713Z.jsonl`",
         "| `canary-seeds-hopper-h100-2/logs/seed-1/canary-grpo-lora/metrics-20261207T080839Z.jsonl`",

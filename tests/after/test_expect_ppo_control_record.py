@@ -1,0 +1,97 @@
+"""The PPO canary's negative controls on the Hopper stack (docs/bench/gpu-canary.md, "The PPO canary's controls"),
+judged again by `rlrecipes expect` from their recorded logs: seed 1's assets (the same bytes as the run that learned,
+docs/bench/gpu-data/canary-seeds-ppo-hopper-h100), the same command with one thing broken, cut to 30 steps, both
+on one H100, the second started while the first stepped, with the host's ephemeral port range widened.
+
+- frozen-actor (the actor's learning rate 0): the outcome misses on accuracy and on the reward trend, with the
+  training-steps check set aside (a control is cut short on purpose), while seed 1 on the same bytes gained +21.7
+  points; its cost is the shipped run's.
+- shuffled (the reward that ignores the answer): the reward trend misses. verl validates with the same reward, so
+  its "accuracy" is that reward too, and only the reward counts; it was cut after its 30th step, before its merge.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from rlrecipes.cli import main
+from support.verdict import by_name
+
+REPO = Path(__file__).resolve().parents[2]
+RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-controls-ppo-hopper-h100"
+FROZEN = RECORD / "control-frozen-actor"
+SHUFFLED = RECORD / "control-shuffled"
+RUN = Path("logs") / "seed-1" / "canary-ppo"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def judge(capsys, folder: Path, *extra: str) -> tuple[int, dict]:
+    code = main(["expect", str(folder / RUN), "--recipe", "canary-ppo", "--profile", "any-1gpu-hopper", "--json",
+                 "--gpu", H100, *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_frozen_actor_misses_on_accuracy_and_reward(capsys):
+    eval_dir = FROZEN / "models" / "seed-1" / "canary-ppo-merged" / "eval"
+    code, result = judge(capsys, FROZEN, "--eval", str(eval_dir))
+    assert (code, result["status"], result["outcome"]["status"]) == (1, "missed", "missed")
+    got = by_name(result["checks"])
+    assert got["training steps"] == ("missed", "step 30 of 100")
+    assert got["accuracy before training"] == ("met", "0.1797 at step 0 (4 validations)")
+    # the policy never moved: the same greedy answers at every validation
+    assert got["accuracy after training"] == ("missed", "0.1797 at step 30 (4 validations)")
+    assert got["accuracy gain"] == ("missed", "+0.0000")
+    assert got["training reward rises"] == ("missed", "-0.0055 (0.1078 -> 0.1023)")
+    assert got["merged model scores what the last trained step scored"] == (
+        "met", "0.1777 on 512 problems vs 0.1797 at step 30 (-0.0020)")
+    assert result["cost"]["status"] == "met"
+    assert got["s/step"] == ("met", f"4.77 s (26 steps), 0.98x the reference 4.88 s on {H100}")
+
+
+def test_the_frozen_actors_recorded_verdict_is_the_one_judged_again(capsys):
+    recorded = json.loads((FROZEN / RUN / "expect.json").read_text())
+    eval_dir = FROZEN / "models" / "seed-1" / "canary-ppo-merged" / "eval"
+    _, result = judge(capsys, FROZEN, "--eval", str(eval_dir))
+    assert recorded["gpu"] == H100 and result["status"] == recorded["status"]
+    for part in ("outcome", "cost"):
+        assert [(c["name"], c["status"], c["value"]) for c in result[part]["checks"]] == [
+            (c["name"], c["status"], c["value"]) for c in recorded[part]["checks"]]
+
+
+def test_the_frozen_actor_ran_with_its_breakage_on_the_learning_runs_assets():
+    state = json.loads((FROZEN / RUN / "reproduce.json").read_text())
+    assert state["identity"]["overrides"] == ["actor_rollout_ref.actor.optim.lr=0", "trainer.total_training_steps=30"]
+    console = gzip.decompress(next((FROZEN / RUN).glob("console-*.log.gz")).read_bytes()).decode(errors="replace")
+    assert "'lr': 0," in console
+    seeds = REPO / "docs" / "bench" / "gpu-data" / "canary-seeds-ppo-hopper-h100"
+    sums = [(RECORD / "assets-seed-1.sha256"), (seeds / "assets-seed-1.sha256")]
+    assert [[line.split()[:2] for line in f.read_text().splitlines()] for f in sums][0] == \
+        [[line.split()[:2] for line in f.read_text().splitlines()] for f in sums][1]
+
+
+def test_the_shuffled_reward_misses_on_the_reward_trend(capsys):
+    code, result = judge(capsys, SHUFFLED)
+    assert code == 1
+    got = by_name(result["checks"])
+    assert got["training steps"] == ("missed", "step 30 of 100")
+    assert got["training reward rises"] == ("missed", "-0.0129 (0.2617 -> 0.2488)")
+    state = json.loads((SHUFFLED / RUN / "reproduce.json").read_text())
+    assert state["identity"]["overrides"] == ["trainer.total_training_steps=30"]
+    # the reward verl ran with (its resolved config, as the run directory recorded it)
+    config = (SHUFFLED / RUN / "run-any-1gpu-hopper" / "config.yaml").read_text()
+    assert "path: /root/repo/rlrecipes/smoke/shuffled_reward.py" in config
+
+
+def test_both_started_beside_each_other_with_the_wider_port_range():
+    """One canary's steps hold ~26,000 distinct ports in TIME_WAIT (TransferQueue's per-call sockets): nearly all
+    of Linux's default range (32768-60999, 28,232 ports), a quarter short of the widened one."""
+    lines = (RECORD / "sockstat.txt").read_text().splitlines()
+    assert lines[0] == "ephemeral ports: 10240-65535"
+    held = [int(line.rsplit("tw-ports ", 1)[1]) for line in lines[1:]]
+    assert 25_000 < max(held) < 27_000 < 28_232
+    timeline = (RECORD / "timeline.txt").read_text()
+    assert "ephemeral port range set to 10240 65535" in timeline
+    assert "canary-ppo seed 1 (control: shuffled): rollout engine up after 240s" in timeline
+    assert "Errno 98" not in timeline and "the same command again" not in timeline
