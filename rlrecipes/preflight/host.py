@@ -37,6 +37,7 @@ class HostFacts:
     env: dict[str, str] = field(default_factory=dict)
     wandb_netrc: bool = False  # ~/.netrc has a login for the wandb API host (what `wandb login` writes)
     watchdog: dict | None = None  # the checkpoint watchdog's budget, from its status file
+    port_range: tuple[int, int] | None = None  # net.ipv4.ip_local_port_range (this network namespace's); None: unread
 
     def disk_for(self, path: str | os.PathLike) -> DiskFacts | None:
         return self.disk.get(str(path))
@@ -133,6 +134,18 @@ def host_memory(meminfo: str = "/proc/meminfo", cgroup_root: str | os.PathLike =
     return limit, available, cgroup.source
 
 
+PORT_RANGE_PATH = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def port_range(path: str = PORT_RANGE_PATH) -> tuple[int, int] | None:
+    """The ephemeral port range connections and binds to port 0 take their ports from; None where unreadable."""
+    try:
+        low, high = (int(part) for part in Path(path).read_text(encoding="ascii").split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
 def _limit(which: int) -> int | None:
     soft, _hard = resource.getrlimit(which)
     return None if soft == resource.RLIM_INFINITY else int(soft)
@@ -185,5 +198,5 @@ def gather_host_facts(paths: list[str | os.PathLike], shm_path: str = "/dev/shm"
         ram_limit_source=limit_source,
         nofile_soft=_limit(resource.RLIMIT_NOFILE), memlock_soft=_limit(resource.RLIMIT_MEMLOCK),
         env={k: env[k] for k in ENV_KEYS if k in env}, wandb_netrc=wandb_netrc_login(env),
-        watchdog=read_watchdog_budget(ckpt_root) if ckpt_root else None,
+        watchdog=read_watchdog_budget(ckpt_root) if ckpt_root else None, port_range=port_range(),
     )

@@ -85,12 +85,14 @@ def run_for(tmp_path: Path, recipe: str, profile: str | None = None, overrides: 
 
 def host_for(run, free: float = 10 * TIB, shm: int | None = 16 * GIB, ram: int = 512 * GIB,
              ram_available: int | None = None, nofile: int | None = 1048576, memlock: int | None = None,
-             env: dict | None = None, netrc: bool = False, watchdog: dict | None = None) -> HostFacts:
+             env: dict | None = None, netrc: bool = False, watchdog: dict | None = None,
+             ports: tuple[int, int] | None = (10240, 65535)) -> HostFacts:
     """A healthy host unless told otherwise; every path the run writes lies on one filesystem."""
     paths = [run.ckpt_dir, run.model_path, run.get("data.train_files")]
     disk = {str(p): DiskFacts(str(p), "/workspace", int(free), int(20 * TIB), 42) for p in paths}
     return HostFacts(disk=disk, shm_bytes=shm, ram_total_bytes=ram, ram_available_bytes=ram_available or ram,
-                     nofile_soft=nofile, memlock_soft=memlock, env=env or {}, wandb_netrc=netrc, watchdog=watchdog)
+                     nofile_soft=nofile, memlock_soft=memlock, env=env or {}, wandb_netrc=netrc, watchdog=watchdog,
+                     port_range=ports)
 
 
 def checks_by_name(run, inventory: Inventory, host: HostFacts) -> dict:
@@ -183,6 +185,9 @@ CORPUS = [
      "ulimits", "fail", ["open files limit is 1024"]),
     ("memlock-64k-multi-gpu", GRPO, None, [], "a100-80gb-x4", {"memlock": 65536},
      "ulimits", "warn", ["memlock limit 64.0 KiB"]),
+    ("default-port-range-hopper", GRPO, "h200-141gb", [], "h200-x1", {"ports": (32768, 60999)},
+     "ports", "warn", ["ephemeral port range 32768-60999 holds 28232 ports", "verl 0.9.1's TransferQueue",
+                       "[Errno 98] Address already in use"]),
     ("8gb-host-ram-p40", PPO, None, [], "p40x1", {"ram": 8 * GIB},
      "host-ram", "fail", ["but the host has 8.0 GiB", "Adam state offloaded"]),
     ("no-gpu-at-all", PPO, None, [], None, {},
@@ -198,7 +203,7 @@ def test_known_bad_setup_is_caught(case, tmp_path):
     if "driver" in changes:
         inventory_obj.driver_version = changes["driver"]
         inventory_obj.cuda_driver_version = None
-    host_kwargs = {k: changes[k] for k in ("shm", "nofile", "memlock", "ram") if k in changes}
+    host_kwargs = {k: changes[k] for k in ("shm", "nofile", "memlock", "ram", "ports") if k in changes}
     if "free_checkpoints" in changes:
         host_kwargs["free"] = changes["free_checkpoints"] * grpo_checkpoint_bytes(tmp_path)
     if "quota_checkpoints" in changes:
@@ -290,6 +295,24 @@ def test_disk_counts_the_checkpoints_a_resume_leaves_behind(tmp_path, watchdog_k
     assert term.endswith(f") {human_bytes((held + 1) * one - on_disk)}"), term  # held, and the one in flight
     assert ("1 already on disk, which stay: verl prunes only what this launch saves" in term if watchdog_keep is None
             else f"1 already on disk (the watchdog keeps the last {watchdog_keep})" in term)
+
+
+@pytest.mark.parametrize("recipe, profile, inventory, ports, status, said", [
+    # the Hopper stack (verl 0.9.1, TransferQueue): room for two canaries' TIME_WAIT ports, or a warning
+    ("canary-ppo", "any-1gpu-hopper", "h200-x1", (32768, 60999), "warn", "holds 28232 ports"),
+    ("canary-ppo", "any-1gpu-hopper", "h200-x1", (10240, 65535), "pass", "10240-65535 (55296 ports)"),
+    ("canary-ppo", "any-1gpu-hopper", "h200-x1", None, "pass", "not readable"),
+    # verl 0.5.0 and 0.8.0 trainers move their data through Ray, not TransferQueue: the default range is fine
+    (PPO, None, "p40x1", (32768, 60999), "pass", "verl 0.5.0 moves no data through TransferQueue"),
+    (GRPO, None, "a100-80gb-x4", (32768, 60999), "pass", "verl 0.8.0 moves no data through TransferQueue"),
+])
+def test_the_port_range_is_checked_where_transferqueue_runs(tmp_path, recipe, profile, inventory, ports, status,
+                                                              said):
+    run = run_for(tmp_path, recipe, profile)
+    got = checks_by_name(run, inv(inventory), host_for(run, ports=ports))["ports"]
+    assert got.status == status and said in got.message, got
+    assert (got.fix == 'sysctl -w net.ipv4.ip_local_port_range="10240 65535" (compose.yaml sets it per container)'
+            if status == "warn" else not got.fix)
 
 
 def test_tracker_states(tmp_path):
@@ -642,6 +665,8 @@ def test_gather_host_facts_reads_this_host(tmp_path):
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert host.nofile_soft == (None if soft == resource.RLIM_INFINITY else soft)
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert host.port_range == (low, high)
 
 
 # ------------------------------------------------------------------------------------------ CLI

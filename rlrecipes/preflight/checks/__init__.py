@@ -15,7 +15,7 @@ from rlrecipes.preflight.checks.base import FAIL, PASS, WARN, Check, Context
 from rlrecipes.preflight.checks.gpu import (check_attention, check_compute_dtype, check_driver, check_gpu_count,
                                             check_gpu_inventory, check_gpu_memory, check_image_arch,
                                             check_rollout_engine, check_tensor_parallel, check_triton)
-from rlrecipes.preflight.checks.host import check_disk, check_host_ram, check_shm, check_ulimits
+from rlrecipes.preflight.checks.host import check_disk, check_host_ram, check_ports, check_shm, check_ulimits
 from rlrecipes.preflight.checks.model import check_chat_template, check_data, check_model, check_prompt_length
 from rlrecipes.preflight.checks.tracking import check_resume_world_size, check_tracker, check_tracking, offline_env
 from rlrecipes.preflight.host import HostFacts
@@ -39,6 +39,7 @@ CHECKS: list[tuple[str, Callable[[Context], Check]]] = [
     ("shm", check_shm),
     ("host-ram", check_host_ram),
     ("ulimits", check_ulimits),
+    ("ports", check_ports),
     ("model", check_model),
     ("chat-template", check_chat_template),
     ("data", check_data),

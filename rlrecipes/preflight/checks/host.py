@@ -18,6 +18,13 @@ SHM_FAIL_BYTES = 1 * GIB  # Docker's default is 64 MB
 SHM_ADVISED_BYTES = 10 * GIB  # verl's docs run containers with --shm-size=10g or more
 NOFILE_ADVISED = 65536  # Ray's recommendation
 NOFILE_MIN = 4096
+# Ephemeral ports: verl 0.9's trainer moves its data through TransferQueue, which opens and closes a TCP connection
+# per request; each closed one keeps its port in TIME_WAIT for 60 s. One PPO canary's steps held up to 26,010
+# distinct ports that way (docs/bench/gpu-canary.md, "The PPO canary's controls"), against Linux's default range of
+# 28,232 (32768-60999), and a run started beside it was refused a port. Advised: room for twice that.
+PORTS_HELD_BY_ONE_RUN = 26_010
+PORTS_ADVISED = 2 * PORTS_HELD_BY_ONE_RUN
+PORT_RANGE_FIX = 'sysctl -w net.ipv4.ip_local_port_range="10240 65535" (compose.yaml sets it per container)'
 
 
 def _dir_bytes(path: Path) -> int:
@@ -180,3 +187,21 @@ def check_ulimits(ctx: Context) -> Check:
         return Check("ulimits", WARN, "; ".join(problems), "compose: ulimits: {memlock: -1, nofile: 65536}")
     memlock = "unlimited" if host.memlock_soft is None else human_bytes(host.memlock_soft)
     return Check("ulimits", PASS, f"open files {nofile or 'unlimited'}, memlock {memlock}")
+
+
+def check_ports(ctx: Context) -> Check:
+    verl = ctx.run.image.verl
+    if tuple(int(part) for part in verl.split(".")[:2]) < (0, 9):
+        return Check("ports", PASS, f"verl {verl} moves no data through TransferQueue: no port per request")
+    ports = ctx.host.port_range
+    if ports is None:
+        return Check("ports", PASS, "ephemeral port range not readable here (not Linux?)")
+    low, high = ports
+    size = high - low + 1
+    if size < PORTS_ADVISED:
+        return Check("ports", WARN,
+                     f"ephemeral port range {low}-{high} holds {size} ports; verl {verl}'s TransferQueue leaves one "
+                     f"in TIME_WAIT for 60 s per request, and one canary's steps held {PORTS_HELD_BY_ONE_RUN} at "
+                     "a time: a second run on this network, or a relaunch within a minute of a stop, can be "
+                     "refused a port ([Errno 98] Address already in use)", PORT_RANGE_FIX)
+    return Check("ports", PASS, f"ephemeral port range {low}-{high} ({size} ports)")
