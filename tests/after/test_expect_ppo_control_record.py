@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from rlrecipes.cli import main
+from rlrecipes.preflight.checks.host import PORTS_HELD_BY_ONE_RUN
 from support.verdict import by_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,6 +92,7 @@ def test_both_started_beside_each_other_with_the_wider_port_range():
     assert lines[0] == "ephemeral ports: 10240-65535"
     held = [int(line.rsplit("tw-ports ", 1)[1]) for line in lines[1:]]
     assert 25_000 < max(held) < 27_000 < 28_232
+    assert max(held) == PORTS_HELD_BY_ONE_RUN  # the figure preflight's ports check is built on
     timeline = (RECORD / "timeline.txt").read_text()
     assert "ephemeral port range set to 10240 65535" in timeline
     assert "canary-ppo seed 1 (control: shuffled): rollout engine up after 240s" in timeline
