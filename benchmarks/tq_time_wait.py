@@ -1,5 +1,5 @@
 """How many ports a verl 0.9.1 run's TransferQueue calls leave in TIME_WAIT, on a CPU host: the measurement behind
-the port shortage that refused the PPO control's start (docs/bench/gpu-canary.md, "The PPO canary's seed 1";
+the port shortage that refused the PPO control's start (docs/bench/gpu-canary.md, "The PPO canary's controls";
 the mechanism alone: benchmarks/ports_time_wait.py).
 
 verl 0.9.1's agent loop (verl/trainer/ppo/v1/agent_loop_tq.py) calls, for every prompt of a step,
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"TransferQueue {version('transferqueue')}, Ray {ray.__version__}, torch "
           f"{torch.__version__}; ephemeral range {low}-{high} ({int(high) - int(low) + 1} ports)")
 
-    async def kv_put_tags(n: int) -> None:  # agent_loop_tq.py _run_prompt: "running", then "finished"
+    async def kv_put_tags(n: int) -> None:  # agent_loop_tq.py _run_prompt: "running" (then "finished", alike)
         for i in range(n):
             await tq.async_kv_put(key=f"u{i}", partition_id="train", tag={"status": "running"})
 
@@ -70,7 +70,6 @@ def main(argv: list[str] | None = None) -> int:
                                         tags=[{"status": "success", "prompt_len": 40, "response_len": 50}],
                                         partition_id="train")
 
-    rows = []
     for name, call in (("none (baseline)", None), ("async_kv_put(tag=...)", kv_put_tags),
                        ("async_kv_batch_put(1 row)", kv_batch_put_session)):
         before, t0 = time_wait_sockets(), time.perf_counter()
@@ -82,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         left = len(time_wait_sockets() - before)
         calls = 0 if call is None else args.calls
         per = f"{left / calls:.2f} per call" if calls else "-"
-        rows.append((name, calls, seconds, left, per))
         print(f"{name:28s} {calls:5d} calls in {seconds:6.2f} s: {left:6d} sockets left in TIME_WAIT ({per}; "
               f"{calls / seconds:.0f} calls/s)")
     tq.close()

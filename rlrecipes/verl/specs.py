@@ -89,6 +89,10 @@ class VerlSpec:
     # ReplayBuffer(poll_interval=2.0), which its trainer never sets): a step's generation and a validation end on a
     # poll (docs/bench/gpu-overhead.md, "Generation waits for a 2-second poll"); None: no such trainer
     replay_poll_s: float | None = None
+    # the trainer moves its batches through TransferQueue, one TCP connection per request (transfer_queue's
+    # with_zmq_socket), each leaving its port in TIME_WAIT for 60 s: preflight's ports check
+    # (docs/bench/gpu-canary.md, "The PPO canary's controls")
+    transfer_queue: bool = False
 
     def logged_metric(self, metric: str) -> str:
         """The name under which this verl logs `metric` (a name as a recipe's contract writes it)."""
@@ -160,7 +164,7 @@ V0_8_0 = VerlSpec(
 # - actor_rollout_ref.rollout.calculate_log_probs defaults to True (False in 0.8.0): the rollout-vs-actor
 #   metrics rlrecipes.verl.rollout_sync reads are logged by default.
 # - its replay buffer polls every 2 s (replay_poll_s; rlrecipes/verl/replay_poll.py sets another interval).
-V0_9_1 = replace(V0_8_0, version="0.9.1", engine_logits=True, replay_poll_s=2.0)
+V0_9_1 = replace(V0_8_0, version="0.9.1", engine_logits=True, replay_poll_s=2.0, transfer_queue=True)
 
 SPECS: dict[str, VerlSpec] = {spec.version: spec for spec in (V0_5_0, V0_8_0, V0_9_1)}
 

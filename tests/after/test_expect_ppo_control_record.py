@@ -25,6 +25,7 @@ RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-controls-ppo-hopper-h100
 FROZEN = RECORD / "control-frozen-actor"
 SHUFFLED = RECORD / "control-shuffled"
 RUN = Path("logs") / "seed-1" / "canary-ppo"
+FROZEN_EVAL = FROZEN / "models" / "seed-1" / "canary-ppo-merged" / "eval"
 H100 = "NVIDIA H100 80GB HBM3"
 
 
@@ -35,8 +36,7 @@ def judge(capsys, folder: Path, *extra: str) -> tuple[int, dict]:
 
 
 def test_the_frozen_actor_misses_on_accuracy_and_reward(capsys):
-    eval_dir = FROZEN / "models" / "seed-1" / "canary-ppo-merged" / "eval"
-    code, result = judge(capsys, FROZEN, "--eval", str(eval_dir))
+    code, result = judge(capsys, FROZEN, "--eval", str(FROZEN_EVAL))
     assert (code, result["status"], result["outcome"]["status"]) == (1, "missed", "missed")
     got = by_name(result["checks"])
     assert got["training steps"] == ("missed", "step 30 of 100")
@@ -53,8 +53,7 @@ def test_the_frozen_actor_misses_on_accuracy_and_reward(capsys):
 
 def test_the_frozen_actors_recorded_verdict_is_the_one_judged_again(capsys):
     recorded = json.loads((FROZEN / RUN / "expect.json").read_text())
-    eval_dir = FROZEN / "models" / "seed-1" / "canary-ppo-merged" / "eval"
-    _, result = judge(capsys, FROZEN, "--eval", str(eval_dir))
+    _, result = judge(capsys, FROZEN, "--eval", str(FROZEN_EVAL))
     assert recorded["gpu"] == H100 and result["status"] == recorded["status"]
     for part in ("outcome", "cost"):
         assert [(c["name"], c["status"], c["value"]) for c in result[part]["checks"]] == [

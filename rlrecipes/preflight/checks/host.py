@@ -190,8 +190,9 @@ def check_ulimits(ctx: Context) -> Check:
 
 
 def check_ports(ctx: Context) -> Check:
-    verl = ctx.run.image.verl
-    if tuple(int(part) for part in verl.split(".")[:2]) < (0, 9):
+    image = ctx.run.image
+    verl = image.verl
+    if not image.spec.transfer_queue:
         return Check("ports", PASS, f"verl {verl} moves no data through TransferQueue: no port per request")
     ports = ctx.host.port_range
     if ports is None:
