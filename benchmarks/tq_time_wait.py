@@ -25,9 +25,8 @@ import asyncio
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+from rlrecipes.preflight.host import port_range
 
 
 def time_wait_sockets() -> set[str]:
@@ -53,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     tq.init()
-    low, high = RANGE.read_text().split()
-    print(f"TransferQueue {version('transferqueue')}, Ray {ray.__version__}, torch "
-          f"{torch.__version__}; ephemeral range {low}-{high} ({int(high) - int(low) + 1} ports)")
+    ports = port_range()
+    where = f"{ports[0]}-{ports[1]} ({ports[1] - ports[0] + 1} ports)" if ports else "not readable"
+    print(f"TransferQueue {version('transferqueue')}, Ray {ray.__version__}, torch {torch.__version__}; "
+          f"ephemeral range {where}")
 
     async def kv_put_tags(n: int) -> None:  # agent_loop_tq.py _run_prompt: "running" (then "finished", alike)
         for i in range(n):
