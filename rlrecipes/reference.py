@@ -129,9 +129,10 @@ THROUGHPUTS: tuple[Throughput, ...] = (
                     "validation left out): rollout 1.57 s, old log-probs 0.52, values 0.48, critic update 0.64, "
                     "actor update 0.63, weight sync 0.25 (medians); responses as the model wrote them (~50 of 64)",
         source="docs/bench/gpu-canary.md", gpu="NVIDIA H100 80GB HBM3", metrics=CANARY_PPO_HOPPER_METRICS,
-        # seed 1 to its verdict on another H100 host (docs/bench/gpu-canary.md, "The PPO canary's seed 1"; a
-        # control started beside it and ended at its start-up)
-        hosts=(("docs/bench/gpu-data/canary-seeds-ppo-hopper-h100/logs/seed-1/canary-ppo", "NVIDIA H100 80GB HBM3"),),
+        # seeds 1 and 2 to their verdicts on other H100 hosts (docs/bench/gpu-canary.md, "The PPO canary's seed 1"
+        # and "seed 2"; a run started beside each and ended at its start-up)
+        hosts=(("docs/bench/gpu-data/canary-seeds-ppo-hopper-h100/logs/seed-1/canary-ppo", "NVIDIA H100 80GB HBM3"),
+               ("docs/bench/gpu-data/canary-seeds-ppo-hopper-h100-2/logs/seed-2/canary-ppo", "NVIDIA H100 80GB HBM3")),
     ),
 )
 

@@ -7,3 +7,9 @@ def by_name(checks: list[dict]) -> dict[str, tuple[str, str]]:
     """Each check's (status, value) by its name's words before any parenthesis or profile: "s/step on
     any-1gpu-hopper (steady state: ...)" -> "s/step"."""
     return {c["name"].split(" (")[0].split(" on ")[0]: (c["status"], c["value"]) for c in checks}
+
+
+def readings(checks: list[dict], moved: tuple[str, ...] = ()) -> dict[str, str]:
+    """Each check's value by `by_name`'s name, leaving out the checks in `moved`: those whose statistic the contract
+    changed after the verdict was recorded (a recorded verdict keeps the contract of its day)."""
+    return {name: value for name, (_, value) in by_name(checks).items() if name not in moved}
