@@ -5,10 +5,15 @@
 #   make reproduce RECIPE=<recipe> PROFILE=any-1gpu-hopper SEED=<seed>
 #
 # inside the image's environment, from an empty directory: assets built from that seed, the run in seed-N/
-# folders of its own. At most PARALLEL of them share the GPU (each vLLM engine takes the profile's
-# gpu_memory_utilization, 0.4), and one starts only once the one before it has its rollout engine up (verl's
-# "checkpoint engine manager initialized"): vLLM sizes its KV cache from what the whole GPU has free while it
-# profiles, and canaries started side by side failed there (benchmarks/gpu/canary_hopper_stack.sh). RUNS default:
+# folders of its own. At most PARALLEL of them share the GPU, and one starts only once the one before it has its
+# rollout engine up (verl's "checkpoint engine manager initialized"). Runs that share the GPU (PARALLEL > 1) give
+# vLLM a fixed KV-cache share, KV_CACHE_BYTES (default 1 GiB; 0 leaves it as shipped), with vLLM's own
+# kv_cache_memory_bytes through verl's engine_kwargs (the one override they add; it shows in the run's config.yaml):
+# as shipped, vLLM sizes its KV cache from what the whole GPU has free while it profiles, and a run beside it
+# allocates or frees memory meanwhile with every wake-up and sleep -- canaries started side by side failed there
+# (benchmarks/gpu/canary_hopper_stack.sh), and so did PPO seed 0 started after seed 2's engine was up
+# (docs/bench/gpu-data/canary-seeds-ppo-hopper-h100-2). The canary's model needs about 64 MiB of KV cache for a
+# step's 256 sequences of 128 tokens (2 KiB a token: 4 layers x 2 KV heads x 64 x 2 x bf16). RUNS default:
 # "canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2". Each run's verdict, logs, report and eval
 # summary are packed into /root/w/out/seeds-<recipe>-<seed>.tgz as it ends, so a cut-short sitting keeps what
 # finished. Every seed's assets are built first, side by side, with the command and into the folders of a run's
@@ -28,7 +33,8 @@
 #                 control for the reward trend only (verl validates with the same reward)
 # CONTROL_STEPS (default 40) cuts a control short: a frozen policy reads the same at step 40 as at step 100.
 # A run whose start failed for a reason another run caused goes again with the same command (once); where the host
-# had no free port, only once the runs beside it have ended (RETRY_WAIT_S, default 1200, at most). PORT_RANGE
+# had no free port or vLLM's memory profiling was upset, only once the runs beside it have ended (RETRY_WAIT_S,
+# default 1200, at most): their ports and their sleeping and waking engines stay while they step. PORT_RANGE
 # ("LOW HIGH") sets the host's ephemeral port range before anything starts (docs/bench/cpu-data/tq-time-wait.txt:
 # a canary's TransferQueue calls hold about 2,000 ports in TIME_WAIT a step).
 set -uo pipefail
@@ -37,6 +43,11 @@ HOST_ROOT="${HOST_ROOT:-/root}"; W="$HOST_ROOT/w/seeds"
 . "$HOST_ROOT/repo/benchmarks/gpu/canary_recovery_common.sh"
 read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
 PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}" RETRY_WAIT_S="${RETRY_WAIT_S:-1200}"
+KV_CACHE_BYTES="${KV_CACHE_BYTES:-1073741824}"
+shared=()  # what every run adds when runs share the GPU
+if [ "$PARALLEL" -gt 1 ] && [ "$KV_CACHE_BYTES" != 0 ]; then
+  shared=("+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=$KV_CACHE_BYTES")
+fi
 
 # shellcheck source=benchmarks/gpu/seed_logs.sh
 . "$HOST_ROOT/repo/benchmarks/gpu/seed_logs.sh"
@@ -128,6 +139,7 @@ for parts in "${parsed[@]}"; do
     { read -ra broken; read -ra args; } < <(control_env "$control")
     env+=(${broken[@]+"${broken[@]}"})
   fi
+  args=(${shared[@]+"${shared[@]}"} ${args[@]+"${args[@]}"})
   logs="$W/${base:+$base/}logs/seed-$seed/$recipe"
   stamp "$what: make reproduce RECIPE=$recipe PROFILE=$PROFILE SEED=$seed${args[*]+ ARGS=\"${args[*]}\"}${env[*]+ (${env[*]})}"
   started="$O/started-$name"; touch "$started"
@@ -139,8 +151,9 @@ for parts in "${parsed[@]}"; do
     # goes on from the stage that failed (once)
     if [ "$code" -ne 0 ] && why=$(shared_host_failure "$logs" "$started"); then
       # a host short of ports stays short while the runs beside it step (a closed connection keeps its port in
-      # TIME_WAIT for about a minute): the same command again once they have ended (RETRY_WAIT_S at most)
-      if [[ $why == *"no free port"* ]]; then
+      # TIME_WAIT for about a minute), and their engines sleep and wake with every step: the same command again
+      # once they have ended (RETRY_WAIT_S at most)
+      if [[ $why == *"no free port"* || $why == *"memory profiling"* ]]; then
         waited=0
         while others_running "$name" && [ "$waited" -lt "$RETRY_WAIT_S" ]; do sleep 5; waited=$((waited + 5)); done
         why="$why; the runs beside it ended ${waited}s later"

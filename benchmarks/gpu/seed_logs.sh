@@ -34,7 +34,9 @@ logged_since() {  # $1: the run's log folder, $2: a file touched as the run star
 rollout_up() { logged_since "$1" "$2" "checkpoint engine manager initialized"; }
 shared_host_failure() {  # $1: the run's log folder, $2: its start marker; prints why and returns 0 for a failure
   # another run on the host caused:
-  # - vLLM's memory profiling counts what another run allocates meanwhile (its wake-up) as its own;
+  # - vLLM's memory profiling counts what another run allocates meanwhile (its wake-up) as its own, and refuses to
+  #   go on when another run frees memory meanwhile (its engine going to sleep after a rollout: vllm/v1/worker/
+  #   gpu_worker.py, determine_available_memory, vLLM 0.24; PPO seed 0 beside seed 2 on an H100 host);
   # - verl's worker group picks its torch.distributed port by binding port 0 and closing the socket
   #   (Worker._get_free_port, verl 0.9.1), and the trainer binds it later: another run's process can take that
   #   port in between (seen on an H100 host: docs/bench/gpu-canary.md, "Bounds from seeds"; users report the same
@@ -46,6 +48,8 @@ shared_host_failure() {  # $1: the run's log folder, $2: its start marker; print
   #   /proc/net/sockstat, which canary_seeds.sh now samples).
   if logged_since "$1" "$2" "No available memory for the cache blocks"; then
     echo "vLLM found no KV-cache memory while another run allocated"
+  elif logged_since "$1" "$2" "Error in memory profiling"; then
+    echo "vLLM's memory profiling saw another run free GPU memory (its engine going to sleep)"
   elif logged_since "$1" "$2" "EADDRINUSE"; then
     echo "the trainer's torch.distributed port was taken before it could bind it (EADDRINUSE)"
   elif logged_since "$1" "$2" "[Errno 98] Address already in use"; then

@@ -24,6 +24,8 @@ SEED_2 = DATA / "canary-seeds-hopper-h100-2/logs/seed-2/canary-grpo-lora/console
 # the PPO control's start beside seed 1's steps on one H100 host: TransferQueue's bind to port 0 refused
 NO_PORT = (DATA / "canary-seeds-ppo-hopper-h100/control-frozen-actor/logs/seed-1/canary-ppo"
            / "console-20261207T112410Z.log.gz")
+# PPO seed 0 started once seed 2's engine was up, on one H100 host: seed 2's engine slept while seed 0's profiled
+PROFILING = (DATA / "canary-seeds-ppo-hopper-h100-2/logs/seed-0/canary-ppo/console-20261207T165952Z.log.gz")
 # the first Hopper sitting: the canary's vLLM found no KV-cache memory while two others started beside it
 NO_KV = next((DATA / "canary-vllm/canary/logs/canary-grpo-lora").glob("console-*.log"))
 
@@ -61,6 +63,7 @@ def started(tmp_path):
     (PORT_TAKEN, "the trainer's torch.distributed port was taken before it could bind it (EADDRINUSE)"),
     (NO_KV, "vLLM found no KV-cache memory while another run allocated"),
     (NO_PORT, "the kernel had no free port to give (a bind to port 0 refused: [Errno 98] Address already in use)"),
+    (PROFILING, "vLLM's memory profiling saw another run free GPU memory (its engine going to sleep)"),
 ])
 def test_a_failure_another_run_caused_is_named(tmp_path, started, recorded, why):
     run = tmp_path / "logs"

@@ -1,9 +1,10 @@
 """benchmarks/gpu/canary_seeds.sh rehearsed on a CPU host, in a folder of its own (HOST_ROOT), before a GPU sitting
 spends its minutes on it: the script itself and what it sources are real; `make`, `rlrecipes`, `nvidia-smi` and
 `python3` are stand-ins on its PATH that record how they were called. A seed run and its control share the GPU
-(the control starting once the run's rollout engine is up), a seed whose assets are refused is skipped, a control
-whose start fails for a reason another run caused ([Errno 98], as on the PPO seed sitting's host) runs again with
-the same command, and each run's results are packed from its own folders."""
+(the control starting once the run's rollout engine is up, each vLLM engine with a fixed KV-cache share), a seed
+whose assets are refused is skipped, a control whose start fails for a reason another run caused ([Errno 98], or
+vLLM's memory profiling upset, as on the PPO sittings' hosts) runs again with the same command once the runs beside
+it have ended, and each run's results are packed from its own folders."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ echo "model  $m/canary-qwen2  (SFT 1 steps in 0.1 s; held-out greedy accuracy 0.
 """
 
 # `make reproduce RECIPE=R PROFILE=P SEED=N ARGS=...`: records the call, writes a console log where the run would;
-# a control's first start fails as the PPO control's did (TransferQueue's bind to port 0 refused)
+# a control's first start fails as a PPO run's did beside another (FAIL_WITH: what its console log said)
 MAKE = r"""#!/bin/bash
 for a in "$@"; do case $a in RECIPE=*) r=${a#RECIPE=};; SEED=*) s=${a#SEED=};; ARGS=*) args=${a#ARGS=};; esac; done
 logs="$LOG_DIR/seed-$s/$r"; mkdir -p "$logs"
@@ -40,7 +41,7 @@ sleep 0.2
 console="$logs/console-$(date +%s%N).log"
 if [[ $args == *optim.lr=0* ]] && [ ! -f "$logs/failed-once" ]; then
   touch "$logs/failed-once"
-  printf 'sock.bind((bind_host, 0))\nOSError: [Errno 98] Address already in use\n' > "$console"
+  printf '%s\n' "$FAIL_WITH" > "$console"
   echo "[reproduce] train failed (exit 1)"; exit 2
 fi
 echo "(TaskRunnerV1 pid=1) checkpoint engine manager initialized" > "$console"
@@ -79,9 +80,19 @@ def calls(folder: Path) -> list[str]:
     return (folder / "calls.txt").read_text().splitlines()
 
 
-def test_a_seed_run_and_its_control_share_the_host_and_a_failed_start_runs_again(tmp_path):
+# the failures a run beside it caused, as the recorded console logs say them, and how the runner names them
+NO_PORT = ("sock.bind((bind_host, 0))\nOSError: [Errno 98] Address already in use",  # the PPO control beside seed 1
+           "the kernel had no free port to give (a bind to port 0 refused: [Errno 98] Address already in use)")
+PROFILING = ("AssertionError: Error in memory profiling. Initial free memory 43.88 GiB, current free memory 73.93 "
+             "GiB.",  # PPO seed 0 beside seed 2
+             "vLLM's memory profiling saw another run free GPU memory (its engine going to sleep)")
+SHARE = "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=1073741824"
+
+
+@pytest.mark.parametrize("failure, named", [NO_PORT, PROFILING])
+def test_a_seed_run_and_its_control_share_the_host_and_a_failed_start_runs_again(tmp_path, failure, named):
     done, w = rehearse(tmp_path, "canary-ppo:1 canary-ppo:1:frozen-actor canary-ppo:9", PARALLEL="2",
-                       CONTROL_STEPS="30", UP_WAIT_S="60")
+                       CONTROL_STEPS="30", UP_WAIT_S="60", FAIL_WITH=failure)
     assert done.returncode == 0, done.stderr
     out, seeds = w / "out", w / "seeds"
     assert (out / "DONE").is_file()
@@ -90,22 +101,21 @@ def test_a_seed_run_and_its_control_share_the_host_and_a_failed_start_runs_again
     # the control started once the seed run's engine was up
     assert timeline.index("canary-ppo seed 1: rollout engine up") < timeline.index(
         "canary-ppo seed 1 (control: frozen-actor): make reproduce")
-    retry = ("canary-ppo seed 1 (control: frozen-actor): the kernel had no free port to give (a bind to port 0 "
-             "refused: [Errno 98] Address already in use); the runs beside it ended ")
+    retry = f"canary-ppo seed 1 (control: frozen-actor): {named}; the runs beside it ended "
     assert retry in timeline
     assert "s later: the same command again" in timeline[timeline.index(retry):].splitlines()[0]
-    # ... and only once the seed run had ended: its ports' TIME_WAIT no longer held
+    # ... and only once the seed run had ended: its ports' TIME_WAIT no longer held, its engine no longer waking
     assert timeline.index("canary-ppo seed 1: exit 0") < timeline.index(retry)
     assert "canary-ppo seed 1 (control: frozen-actor): exit 0; [reproduce] canary-ppo" in timeline
     assert "canary-ppo seed 1: exit 0; [reproduce] canary-ppo" in timeline
-    # the seed run: once, as shipped, on the seed's assets
+    # the seed run: once, as shipped but for vLLM's fixed KV-cache share (two runs share the GPU), on the seed's assets
     (seed_call,) = calls(seeds / "logs/seed-1/canary-ppo")
-    assert seed_call == (f"reproduce RECIPE=canary-ppo PROFILE=any-1gpu-hopper SEED=1 ARGS= | "
+    assert seed_call == (f"reproduce RECIPE=canary-ppo PROFILE=any-1gpu-hopper SEED=1 ARGS={SHARE} | "
                          f"MODELS_DIR={seeds / 'models'} REWARD_FN=")
     # the control: twice (the same command again), with its breakage, on a copy of the seed's assets
     control = seeds / "control-frozen-actor"
     assert calls(control / "logs/seed-1/canary-ppo") == [
-        "reproduce RECIPE=canary-ppo PROFILE=any-1gpu-hopper SEED=1 ARGS=actor_rollout_ref.actor.optim.lr=0 "
+        f"reproduce RECIPE=canary-ppo PROFILE=any-1gpu-hopper SEED=1 ARGS={SHARE} actor_rollout_ref.actor.optim.lr=0 "
         f"trainer.total_training_steps=30 | MODELS_DIR={control / 'models'} REWARD_FN="] * 2
     assert (control / "models/seed-1/canary-qwen2/model.safetensors").read_text() == "weights 1\n"
     # each run packed from its own folders, without weights
@@ -119,6 +129,15 @@ def test_a_seed_run_and_its_control_share_the_host_and_a_failed_start_runs_again
         assert (folder / "models/seed-1/canary-ppo-merged/eval/eval-summary.json").is_file()
     assert not (out / "seeds-canary-ppo-9.tgz").exists()
     assert (out / "sockstat.txt").read_text().startswith("ephemeral ports: ")
+
+
+@pytest.mark.parametrize("env", [{"PARALLEL": "1"}, {"PARALLEL": "2", "KV_CACHE_BYTES": "0"}])
+def test_a_run_alone_on_the_gpu_or_told_so_keeps_the_shipped_kv_cache(tmp_path, env):
+    """vLLM sizes its KV cache by profiling, as shipped, when no run shares the GPU (or KV_CACHE_BYTES=0)."""
+    done, w = rehearse(tmp_path, "canary-ppo:1", **env)
+    assert done.returncode == 0, done.stderr
+    (seed_call,) = calls(w / "seeds" / "logs/seed-1/canary-ppo")
+    assert seed_call.startswith("reproduce RECIPE=canary-ppo PROFILE=any-1gpu-hopper SEED=1 ARGS= | ")
 
 
 @pytest.mark.parametrize("runs, said", [
