@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rlrecipes.cli import main
 from rlrecipes.preflight.checks.host import PORTS_HELD_BY_ONE_RUN
-from support.verdict import by_name
+from support.verdict import by_name, readings
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-controls-ppo-hopper-h100"
@@ -44,7 +44,7 @@ def test_the_frozen_actor_misses_on_accuracy_and_reward(capsys):
     # the policy never moved: the same greedy answers at every validation
     assert got["accuracy after training"] == ("missed", "0.1797 at step 30 (4 validations)")
     assert got["accuracy gain"] == ("missed", "+0.0000")
-    assert got["training reward rises"] == ("missed", "-0.0055 (0.1078 -> 0.1023)")
+    assert got["training reward rises"] == ("missed", "-0.0055 (-0.00019 a step over steps 1-30)")
     assert got["merged model scores what the last trained step scored"] == (
         "met", "0.1777 on 512 problems vs 0.1797 at step 30 (-0.0020)")
     assert result["cost"]["status"] == "met"
@@ -55,9 +55,12 @@ def test_the_frozen_actors_recorded_verdict_is_the_one_judged_again(capsys):
     recorded = json.loads((FROZEN / RUN / "expect.json").read_text())
     _, result = judge(capsys, FROZEN, "--eval", str(FROZEN_EVAL))
     assert recorded["gpu"] == H100 and result["status"] == recorded["status"]
+    moved = ("training reward rises",)  # a 10-step window when it ran, a fitted line now: missed by both
+    assert readings(result["checks"], moved) == readings(recorded["checks"], moved)
+    assert by_name(recorded["checks"])["training reward rises"] == ("missed", "-0.0055 (0.1078 -> 0.1023)")
     for part in ("outcome", "cost"):
-        assert [(c["name"], c["status"], c["value"]) for c in result[part]["checks"]] == [
-            (c["name"], c["status"], c["value"]) for c in recorded[part]["checks"]]
+        assert [(c["name"].split(" (")[0], c["status"]) for c in result[part]["checks"]] == [
+            (c["name"].split(" (")[0], c["status"]) for c in recorded[part]["checks"]]
 
 
 def test_the_frozen_actor_ran_with_its_breakage_on_the_learning_runs_assets():
@@ -76,7 +79,7 @@ def test_the_shuffled_reward_misses_on_the_reward_trend(capsys):
     assert code == 1
     got = by_name(result["checks"])
     assert got["training steps"] == ("missed", "step 30 of 100")
-    assert got["training reward rises"] == ("missed", "-0.0129 (0.2617 -> 0.2488)")
+    assert got["training reward rises"] == ("missed", "-0.0157 (-0.00054 a step over steps 1-30)")
     state = json.loads((SHUFFLED / RUN / "reproduce.json").read_text())
     assert state["identity"]["overrides"] == ["trainer.total_training_steps=30"]
     # the reward verl ran with (its resolved config, as the run directory recorded it)
@@ -91,7 +94,12 @@ def test_both_started_beside_each_other_with_the_wider_port_range():
     assert lines[0] == "ephemeral ports: 10240-65535"
     held = [int(line.rsplit("tw-ports ", 1)[1]) for line in lines[1:]]
     assert 25_000 < max(held) < 27_000 < 28_232
-    assert max(held) == PORTS_HELD_BY_ONE_RUN  # the figure preflight's ports check is built on
+    # the figure preflight's ports check is built on: the most any recorded run's steps held
+    peaks = {path.parent.name: max(int(line.rsplit("tw-ports ", 1)[1]) for line in path.read_text().splitlines()[1:])
+             for path in (REPO / "docs" / "bench" / "gpu-data").glob("*/sockstat.txt")
+             if "tw-ports" in path.read_text()}
+    assert max(held) in peaks.values() and max(peaks.values()) == PORTS_HELD_BY_ONE_RUN
+    assert 2 * PORTS_HELD_BY_ONE_RUN <= 65535 - 10240 + 1  # compose.yaml's range passes the check
     timeline = (RECORD / "timeline.txt").read_text()
     assert "ephemeral port range set to 10240 65535" in timeline
     assert "canary-ppo seed 1 (control: shuffled): rollout engine up after 240s" in timeline

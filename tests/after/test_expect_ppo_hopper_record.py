@@ -34,7 +34,7 @@ def test_the_cut_run_learned_and_is_missed_for_its_steps_alone(capsys):
     assert got["accuracy before training"] == ("met", "0.2207 at step 0 (8 validations)")
     assert got["accuracy after training"] == ("met", "0.4512 at step 70 (8 validations)")
     assert got["accuracy gain"] == ("met", "+0.2305")
-    assert got["training reward rises"] == ("met", "+0.1977 (0.1547 -> 0.3523)")
+    assert got["training reward rises"] == ("met", "+0.2129 (+0.00304 a step over steps 1-71)")
     assert [name for name, (status, _) in got.items() if status == "missed"] == ["training steps"]
 
 

@@ -1,7 +1,8 @@
 """The PPO canary's seed 1 on the Hopper stack (docs/bench/gpu-canary.md, "The PPO canary's seed 1"), judged
 again by `rlrecipes expect` from its recorded logs and eval summary: `make reproduce RECIPE=canary-ppo
 PROFILE=any-1gpu-hopper SEED=1` on one H100, to its verdict. It learned (+21.7 points, the merged model as the last
-step) and today's contract -- one run's bounds -- calls it MISSED on the two bounds that one run set; its control
+step); the contract of its day -- one run's bounds -- called it MISSED on the two bounds that one run set (its
+recorded expect.json), and the contract derived from the seeds (this run one of them) calls it MET. Its control
 (the actor's learning rate 0) never got past its start, for a reason the seed runner now reads and retries."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from pathlib import Path
 
 from rlrecipes.cli import main
-from support.verdict import by_name
+from support.verdict import by_name, readings
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-seeds-ppo-hopper-h100"
@@ -27,30 +28,32 @@ def judge(capsys, *extra: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_it_learned_and_one_runs_bounds_call_it_missed(capsys):
+def test_it_learned_and_the_bounds_from_seeds_call_it_met(capsys):
     code, result = judge(capsys, "--gpu", H100)
-    assert (code, result["status"], result["outcome"]["status"]) == (1, "missed", "missed")
+    assert (code, result["status"], result["outcome"]["status"]) == (0, "met", "met")
     got = by_name(result["checks"])
     assert got["training steps"] == ("met", "step 100 of 100")
     assert got["accuracy before training"] == ("met", "0.1797 at step 0 (11 validations)")
+    assert got["accuracy after training"] == ("met", "0.3965 at step 100 (11 validations)")
     assert got["accuracy gain"] == ("met", "+0.2168")
+    assert got["training reward rises"] == ("met", "+0.1057 (+0.00107 a step over steps 1-100)")
     assert got["merged model scores what the last trained step scored"] == (
         "met", "0.4082 on 512 problems vs 0.3965 at step 100 (+0.0117)")
-    # the bounds one run (seed 0's, on the P40 stack's H200 and cut at 71 here) set: after >= 0.42, window +0.10
-    assert got["accuracy after training"] == ("missed", "0.3965 at step 100 (11 validations)")
-    assert got["training reward rises"] == ("missed", "+0.0902 (0.1445 -> 0.2348)")
-    assert sorted(name for name, (status, _) in got.items() if status == "missed") == [
-        "accuracy after training", "training reward rises"]
 
 
 def test_the_recorded_verdict_is_the_one_judged_again(capsys):
-    """expect.json as the run wrote it on its host: the same checks, statuses and values from the copied logs."""
+    """expect.json as the run wrote it on its host: the same readings from the copied logs. Its contract (one run's
+    bounds: after >= 0.42, the reward's 10-step window +0.10) called it missed on those two."""
     recorded = json.loads((RUN / "expect.json").read_text())
     _, result = judge(capsys, "--gpu", recorded["gpu"])
-    assert result["status"] == recorded["status"]
-    for part in ("outcome", "cost"):
-        assert [(c["name"], c["status"], c["value"]) for c in result[part]["checks"]] == [
-            (c["name"], c["status"], c["value"]) for c in recorded[part]["checks"]]
+    moved = ("training reward rises",)  # a 10-step window then, a fitted line now
+    assert readings(result["checks"], moved) == readings(recorded["checks"], moved)
+    assert [(c["name"], c["status"]) for c in result["cost"]["checks"]] == [
+        (c["name"], c["status"]) for c in recorded["cost"]["checks"]]
+    assert recorded["status"] == "missed"
+    assert sorted(name for name, (status, _) in by_name(recorded["checks"]).items() if status == "missed") == [
+        "accuracy after training", "training reward rises"]
+    assert by_name(recorded["checks"])["training reward rises"] == ("missed", "+0.0902 (0.1445 -> 0.2348)")
 
 
 def test_its_cost_is_shown_beside_the_h100_reference(capsys):
