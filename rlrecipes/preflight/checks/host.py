@@ -19,10 +19,11 @@ SHM_ADVISED_BYTES = 10 * GIB  # verl's docs run containers with --shm-size=10g o
 NOFILE_ADVISED = 65536  # Ray's recommendation
 NOFILE_MIN = 4096
 # Ephemeral ports: verl 0.9's trainer moves its data through TransferQueue, which opens and closes a TCP connection
-# per request; each closed one keeps its port in TIME_WAIT for 60 s. One PPO canary's steps held up to 26,010
-# distinct ports that way (docs/bench/gpu-canary.md, "The PPO canary's controls"), against Linux's default range of
-# 28,232 (32768-60999), and a run started beside it was refused a port. Advised: room for twice that.
-PORTS_HELD_BY_ONE_RUN = 26_010
+# per request; each closed one keeps its port in TIME_WAIT for 60 s. One PPO canary's steps held up to 27,530
+# distinct ports that way (the most of every recorded run: docs/bench/gpu-canary.md, "The PPO canary's controls" and
+# "seed 2"), against Linux's default range of 28,232 (32768-60999), and a run started beside one was refused a port.
+# Advised: room for twice that (compose.yaml's 10240-65535 holds 55,296).
+PORTS_HELD_BY_ONE_RUN = 27_530
 PORTS_ADVISED = 2 * PORTS_HELD_BY_ONE_RUN
 PORT_RANGE_FIX = 'sysctl -w net.ipv4.ip_local_port_range="10240 65535" (compose.yaml sets it per container)'
 
