@@ -149,11 +149,13 @@ for parts in "${parsed[@]}"; do
     code=$?
     # a failure that comes from sharing the host, not from the run: the same command again, as a user would,
     # goes on from the stage that failed (once)
-    if [ "$code" -ne 0 ] && why=$(shared_host_failure "$logs" "$started"); then
+    cause=1
+    [ "$code" -eq 0 ] || { why=$(shared_host_failure "$logs" "$started"); cause=$?; }
+    if [ "$cause" -ne 1 ]; then
       # a host short of ports stays short while the runs beside it step (a closed connection keeps its port in
-      # TIME_WAIT for about a minute), and their engines sleep and wake with every step: the same command again
-      # once they have ended (RETRY_WAIT_S at most)
-      if [[ $why == *"no free port"* || $why == *"memory profiling"* ]]; then
+      # TIME_WAIT for about a minute), and their engines sleep and wake with every step (shared_host_failure's 2):
+      # the same command again once they have ended (RETRY_WAIT_S at most)
+      if [ "$cause" -eq 2 ]; then
         waited=0
         while others_running "$name" && [ "$waited" -lt "$RETRY_WAIT_S" ]; do sleep 5; waited=$((waited + 5)); done
         why="$why; the runs beside it ended ${waited}s later"

@@ -33,7 +33,8 @@ logged_since() {  # $1: the run's log folder, $2: a file touched as the run star
 }
 rollout_up() { logged_since "$1" "$2" "checkpoint engine manager initialized"; }
 shared_host_failure() {  # $1: the run's log folder, $2: its start marker; prints why and returns 0 for a failure
-  # another run on the host caused:
+  # another run on the host caused at one moment (the same command again can go at once), 2 for one that lasts
+  # while the runs beside it step (again only once they have ended), 1 for any other. The causes:
   # - vLLM's memory profiling counts what another run allocates meanwhile (its wake-up) as its own, and refuses to
   #   go on when another run frees memory meanwhile (its engine going to sleep after a rollout: vllm/v1/worker/
   #   gpu_worker.py, determine_available_memory, vLLM 0.24; PPO seed 0 beside seed 2 on an H100 host);
@@ -48,12 +49,13 @@ shared_host_failure() {  # $1: the run's log folder, $2: its start marker; print
   #   /proc/net/sockstat, which canary_seeds.sh now samples).
   if logged_since "$1" "$2" "No available memory for the cache blocks"; then
     echo "vLLM found no KV-cache memory while another run allocated"
-  elif logged_since "$1" "$2" "Error in memory profiling"; then
-    echo "vLLM's memory profiling saw another run free GPU memory (its engine going to sleep)"
+  elif logged_since "$1" "$2" "Error in memory profiling"; then  # their engines sleep and wake with every step
+    echo "vLLM's memory profiling saw another run free GPU memory (its engine going to sleep)"; return 2
   elif logged_since "$1" "$2" "EADDRINUSE"; then
     echo "the trainer's torch.distributed port was taken before it could bind it (EADDRINUSE)"
-  elif logged_since "$1" "$2" "[Errno 98] Address already in use"; then
+  elif logged_since "$1" "$2" "[Errno 98] Address already in use"; then  # their ports stay in TIME_WAIT a minute
     echo "the kernel had no free port to give (a bind to port 0 refused: [Errno 98] Address already in use)"
+    return 2
   else
     return 1
   fi
