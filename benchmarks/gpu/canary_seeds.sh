@@ -44,6 +44,9 @@ HOST_ROOT="${HOST_ROOT:-/root}"; W="$HOST_ROOT/w/seeds"
 read -ra runs <<< "${RUNS:-canary-grpo-lora:1 canary-grpo-lora:2 canary-ppo:1 canary-ppo:2}"
 PARALLEL="${PARALLEL:-2}" UP_WAIT_S="${UP_WAIT_S:-900}" RETRY_WAIT_S="${RETRY_WAIT_S:-1200}"
 KV_CACHE_BYTES="${KV_CACHE_BYTES:-1073741824}"
+if [[ ! $KV_CACHE_BYTES =~ ^[0-9]+$ ]]; then  # vLLM would refuse it only once every run has started
+  stamp "KV_CACHE_BYTES: '$KV_CACHE_BYTES' is not a number of bytes (0: as shipped)"; touch "$O/DONE"; exit 2
+fi
 shared=()  # what every run adds when runs share the GPU
 if [ "$PARALLEL" -gt 1 ] && [ "$KV_CACHE_BYTES" != 0 ]; then
   shared=("+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=$KV_CACHE_BYTES")

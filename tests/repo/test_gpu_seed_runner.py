@@ -140,12 +140,14 @@ def test_a_run_alone_on_the_gpu_or_told_so_keeps_the_shipped_kv_cache(tmp_path, 
     assert seed_call.startswith("reproduce RECIPE=canary-ppo PROFILE=any-1gpu-hopper SEED=1 ARGS= | ")
 
 
-@pytest.mark.parametrize("runs, said", [
-    ("canary-ppo:1 canary-ppo:one", "RUNS: 'canary-ppo:one' is not RECIPE:SEED or RECIPE:SEED:CONTROL"),
-    ("canary-ppo:1:frozen-critic", "RUNS: 'canary-ppo:1:frozen-critic' names no known control"),
+@pytest.mark.parametrize("runs, env, said", [
+    ("canary-ppo:1 canary-ppo:one", {}, "RUNS: 'canary-ppo:one' is not RECIPE:SEED or RECIPE:SEED:CONTROL"),
+    ("canary-ppo:1:frozen-critic", {}, "RUNS: 'canary-ppo:1:frozen-critic' names no known control"),
+    ("canary-ppo:1", {"KV_CACHE_BYTES": "1G"}, "KV_CACHE_BYTES: '1G' is not a number of bytes"),
+    ("canary-ppo:1", {"KV_CACHE_BYTES": "-1"}, "KV_CACHE_BYTES: '-1' is not a number of bytes"),
 ])
-def test_a_bad_runs_entry_starts_nothing(tmp_path, runs, said):
-    done, w = rehearse(tmp_path, runs)
+def test_a_bad_runs_entry_starts_nothing(tmp_path, runs, env, said):
+    done, w = rehearse(tmp_path, runs, **env)
     assert done.returncode == 2
     assert said in (w / "out" / "timeline.txt").read_text()
     assert (w / "out" / "DONE").is_file()  # the follow call does not wait out its limit
