@@ -205,6 +205,7 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
         "| `canary-seeds-hopper-h100-2/logs/seed-2/canary-grpo-lora/metrics-20261207T082020Z.jsonl`",
         "| `canary-seeds-ppo-hopper-h100/logs/seed-1/canary-ppo/metrics-20261207T112129Z.jsonl`",
         "| `canary-seeds-ppo-hopper-h100-2/logs/seed-2/canary-ppo/metrics-20261207T165542Z.jsonl`",
+        "| `canary-seeds-ppo-hopper-h100-3/logs/seed-0/canary-ppo/metrics-20261207T193700Z.jsonl`",
         "| `recovery-faults-hopper-4/logs/metrics-20261206T052425Z.jsonl`",
         "| `recovery-faults-hopper-4/logs/metrics-20261206T053358Z.jsonl`",
         "| `recovery-faults-hopper-5/logs/metrics-20261206T080741Z.jsonl`",

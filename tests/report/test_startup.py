@@ -153,7 +153,7 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     whole = [s for s in startups if s.complete and not with_uni(s)]
     assert sorted(str(s.log.relative_to(RECORDS)).split("/")[0] for s in uni) == [
         "canary-seeds-hopper-h100", "canary-seeds-hopper-h100-2", "canary-seeds-hopper-h100-2",
-        "recovery-faults-hopper-4", "recovery-faults-hopper-4",
+        "canary-seeds-ppo-hopper-h100-3", "recovery-faults-hopper-4", "recovery-faults-hopper-4",
         "recovery-faults-hopper-5", "recovery-faults-hopper-5", "recovery-faults-hopper-6", "recovery-faults-hopper-6",
         "startup-levers-h100-3", "startup-levers-h100-4",
         "startup-levers-h100-5", "startup-levers-h100-5", "startup-levers-h100-6", "startup-levers-h100-7",
@@ -187,7 +187,14 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     warm = [*relaunches, seed_launch("canary-seeds-hopper-h100-2", "seed-2"), lever("startup-levers-h100-5", "profile"), lever("startup-levers-h100-7", "shipped-warm"),
             lever("startup-levers-h100-7", "profile-stack"), lever("startup-levers-h200", "profile-stack"),
             lever("startup-levers-h200", "rows-on-host")]
-    assert len({s.log for s in cold + warm}) == len(uni) - 1  # every launch with uni but the `uni` lever's own
+    # the GRPO canary's shuffled-reward control, started once PPO seed 0's engine was up on the same host: it
+    # started beside a run stepping (and with the seed runner's KV-cache share), neither a host's first launch nor a
+    # second one alone on it
+    beside = [s for s in uni
+              if s.log.parts[-6:-4] == ("canary-seeds-ppo-hopper-h100-3", "control-shuffled")]
+    assert len(beside) == 1
+    # every launch with uni but the `uni` lever's own and the one started beside a run
+    assert len({s.log for s in cold + warm}) == len(uni) - 2
     cold_totals, cold_rollout = [s.total_s for s in cold], phase(cold, "rollout")
     warm_totals, warm_rollout = [s.total_s for s in warm], phase(warm, "rollout")
     shipped = (f"a host's first launch still took {min(cold_totals):.0f}-{max(cold_totals):.0f} s",
