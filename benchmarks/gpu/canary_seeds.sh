@@ -8,7 +8,8 @@
 # folders of its own. At most PARALLEL of them share the GPU, and one starts only once the one before it has its
 # rollout engine up (verl's "checkpoint engine manager initialized"). Runs that share the GPU (PARALLEL > 1) give
 # vLLM a fixed KV-cache share, KV_CACHE_BYTES (default 1 GiB; 0 leaves it as shipped), with vLLM's own
-# kv_cache_memory_bytes through verl's engine_kwargs (the one override they add; it shows in the run's config.yaml):
+# kv_cache_memory_bytes through verl's engine_kwargs (the one override they add; it shows in the run's
+# reproduce.json and in the config verl prints, not in the run directory, which holds the recipe's launch):
 # as shipped, vLLM sizes its KV cache from what the whole GPU has free while it profiles, and a run beside it
 # allocates or frees memory meanwhile with every wake-up and sleep -- canaries started side by side failed there
 # (benchmarks/gpu/canary_hopper_stack.sh), and so did PPO seed 0 started after seed 2's engine was up

@@ -16,9 +16,12 @@ cp /root/w/out/timeline.txt "$RESULTS/" 2>/dev/null
 # that their readings and slim copies travel in it; the traces themselves beside it, in a tar of their own
 traces=$(cd /root/w 2>/dev/null && find out -path '*/trace/*.json.gz' 2>/dev/null | sort)
 [ -z "$traces" ] || bash benchmarks/gpu/read_traces.sh > "$RESULTS/torch-trace.txt" 2>&1
-# the lever launches' log folders too: a launch the job has not finished has its console log only there
+# the lever launches' and the seed runner's controls' log folders too: a launch the job has not finished has its
+# console log and metrics only there
 logs=(); for d in smoke-grpo-lora/logs smoke-ppo/logs fit/logs fit-variant/logs faults/logs seeds/logs \
-  $(cd /root/w 2>/dev/null && ls -d levers/logs-* 2>/dev/null); do [ -d "/root/w/$d" ] && logs+=("$d"); done
+  $(cd /root/w 2>/dev/null && ls -d levers/logs-* seeds/control-*/logs 2>/dev/null); do
+  [ -d "/root/w/$d" ] && logs+=("$d")
+done
 tar -czf "$RESULTS/hopper-logs.tgz" -C /root/w --exclude='*.safetensors' --exclude='*.pt' --exclude='*.parquet' \
   --exclude='*.bin' --exclude='assets' --exclude='merged' --exclude='adapter' --exclude='trace' \
   out "${logs[@]}" 2>/dev/null
