@@ -28,8 +28,7 @@ DATA = REPO / "docs" / "bench" / "gpu-data" / "canary-seeds-hopper-h100-2"
 
 # contracts whose bounds come from fewer seeds than the rule asks, and why: each fails the three-seed test below
 # until its third seed is recorded (strict: the day it passes, it is taken off this list)
-SEEDS_OWED = {"canary-ppo": "seed 0 reached step 71 once (the host went down) and failed to start once "
-                            "(vLLM's memory profiling beside seed 2): two seeds of three"}
+SEEDS_OWED: dict[str, str] = {}
 
 
 def test_the_canaries_name_their_seeds():
