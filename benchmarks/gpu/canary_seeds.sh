@@ -104,11 +104,18 @@ if [ -n "${PORT_RANGE:-}" ]; then
   fi
 fi
 echo "ephemeral ports: $(tr -s '\t ' - < /proc/sys/net/ipv4/ip_local_port_range)" > "$O/sockstat.txt"
-# and how many distinct local ports those in TIME_WAIT (state 06) hold: a bind to port 0 fails once they cover the range
+# and how many distinct local ports those in TIME_WAIT (state 06) hold: a bind to port 0 fails once they cover the range;
+# beside it the GPU's memory in use, every process's together (gpu-memory.txt): each vLLM engine's start asks
+# gpu_memory_utilization of the GPU free, KV-cache share or not (vLLM 0.24's request_memory), so what the runs
+# already started hold is what bounds how many can share the GPU
+echo "memory.used, memory.total [MiB]" > "$O/gpu-memory.txt"
 ( while [ ! -f "$O/DONE" ]; do
-    echo "[$(( $(date +%s) - T0 ))s] $(grep -h '^TCP:' /proc/net/sockstat /proc/net/sockstat6 | tr '\n' ' ')" \
+    t="[$(( $(date +%s) - T0 ))s]"
+    echo "$t $(grep -h '^TCP:' /proc/net/sockstat /proc/net/sockstat6 | tr '\n' ' ')" \
       "tw-ports $(awk '$4 == "06" { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 | sort -u | wc -l)" \
       >> "$O/sockstat.txt"
+    echo "$t $(nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits 2>&1 | head -1)" \
+      >> "$O/gpu-memory.txt"
     sleep 30
   done ) > /dev/null 2>&1 &
 disown

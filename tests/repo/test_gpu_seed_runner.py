@@ -9,6 +9,7 @@ it have ended, and each run's results are packed from its own folders."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -67,7 +68,8 @@ def rehearse(tmp_path: Path, runs: str, **env: str) -> tuple[subprocess.Complete
     (host / "repo").symlink_to(REPO)  # the scripts read the repository; they write under host/w only
     stub(host / "bin", "rlrecipes", RLRECIPES)
     stub(host / "bin", "make", MAKE)
-    stub(host / "bin", "nvidia-smi", "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04, 9.0'\n")
+    stub(host / "bin", "nvidia-smi", "#!/bin/sh\ncase \"$*\" in *memory.used*) echo '5120, 81559';;\n"
+                                      "*) echo 'NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04, 9.0';; esac\n")
     stub(host / "bin", "python3", "#!/bin/sh\necho 'python3 stand-in'\n")  # record_env's versions and verl edits
     environ = {**os.environ, "HOST_ROOT": str(host), "RUNS": runs, "PATH": f"{host / 'bin'}:{os.environ['PATH']}",
                **env}
@@ -129,6 +131,10 @@ def test_a_seed_run_and_its_control_share_the_host_and_a_failed_start_runs_again
         assert (folder / "models/seed-1/canary-ppo-merged/eval/eval-summary.json").is_file()
     assert not (out / "seeds-canary-ppo-9.tgz").exists()
     assert (out / "sockstat.txt").read_text().startswith("ephemeral ports: ")
+    # the GPU's memory in use beside it, sampled from the start (what bounds how many engines can start beside)
+    memory = (out / "gpu-memory.txt").read_text().splitlines()
+    assert memory[0] == "memory.used, memory.total [MiB]"
+    assert memory[1:] and all(re.fullmatch(r"\[\d+s\] 5120, 81559", line) for line in memory[1:])
 
 
 @pytest.mark.parametrize("env", [{"PARALLEL": "1"}, {"PARALLEL": "2", "KV_CACHE_BYTES": "0"}])
