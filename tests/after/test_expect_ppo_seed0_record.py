@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from rlrecipes.cli import main
+from rlrecipes.verl.run_metrics import load_run
 from support.verdict import by_name, readings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,17 +73,11 @@ def test_seed_0_ran_with_the_kv_cache_share_alone_on_the_bytes_of_another_host()
 def test_the_same_seed_on_another_host_followed_the_same_curve():
     """Seed 0's held-out accuracy here and in the run cut at step 71 on the first PPO sitting's host (the same
     assets): the same start, then within 0.02 at every validation -- far closer than the seeds are to each other."""
-    def validations(log: Path) -> dict[int, float]:
-        out = {}
-        for line in log.read_text().splitlines():
-            record = json.loads(line)
-            value = record["data"].get("val-core/openai/gsm8k/acc/mean@1")
-            if value is not None:
-                out[record["step"]] = value
-        return out
+    def validations(log_dir: Path) -> dict[int, float]:
+        return dict(zip(*load_run(log_dir).series("val-core/openai/gsm8k/acc/mean@1")))
 
-    here = validations(next(RUN.glob("metrics-*.jsonl")))
-    there = validations(next((DATA / "canary-ppo-hopper-h100" / "logs").glob("**/metrics-*.jsonl")))
+    here = validations(RUN)
+    there = validations(DATA / "canary-ppo-hopper-h100" / "logs" / "canary-ppo")
     assert sorted(there) == list(range(0, 71, 10)) and here[0] == there[0]
     assert max(abs(here[step] - there[step]) for step in there) <= 0.02
 
