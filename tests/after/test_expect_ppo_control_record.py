@@ -16,9 +16,8 @@ import gzip
 import json
 from pathlib import Path
 
-from rlrecipes.cli import main
 from rlrecipes.preflight.checks.host import PORTS_ADVISED, PORTS_HELD_BY_ONE_RUN
-from support.verdict import by_name, readings
+from support.verdict import by_name, judged, readings
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-controls-ppo-hopper-h100"
@@ -30,9 +29,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def judge(capsys, folder: Path, *extra: str) -> tuple[int, dict]:
-    code = main(["expect", str(folder / RUN), "--recipe", "canary-ppo", "--profile", "any-1gpu-hopper", "--json",
-                 "--gpu", H100, *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return judged(capsys, folder / RUN, "canary-ppo", "--gpu", H100, *extra)
 
 
 def test_the_frozen_actor_misses_on_accuracy_and_reward(capsys):

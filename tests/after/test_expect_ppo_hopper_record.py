@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlrecipes.cli import main
-from support.verdict import by_name
+from support.verdict import by_name, judged
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = REPO / "docs" / "bench" / "gpu-data" / "canary-ppo-hopper-h100"
@@ -18,8 +17,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def judge(capsys, *extra: str) -> tuple[int, dict]:
-    code = main(["expect", str(RUN), "--recipe", "canary-ppo", "--profile", "any-1gpu-hopper", "--json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return judged(capsys, RUN, "canary-ppo", *extra)
 
 
 def checks(result: dict) -> dict[str, tuple[str, str]]:

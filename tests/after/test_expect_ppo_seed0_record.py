@@ -11,9 +11,8 @@ import gzip
 import json
 from pathlib import Path
 
-from rlrecipes.cli import main
 from rlrecipes.verl.run_metrics import load_run
-from support.verdict import by_name, readings
+from support.verdict import by_name, judged, readings
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "docs" / "bench" / "gpu-data"
@@ -26,13 +25,8 @@ H100 = "NVIDIA H100 80GB HBM3"
 KV_SHARE = "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=1073741824"
 
 
-def judge(capsys, run: Path, recipe: str, *extra: str) -> tuple[int, dict]:
-    code = main(["expect", str(run), "--recipe", recipe, "--profile", "any-1gpu-hopper", "--json", *extra])
-    return code, json.loads(capsys.readouterr().out)
-
-
 def test_seed_0_learned_and_is_met_with_its_cost_shown(capsys):
-    code, result = judge(capsys, RUN, "canary-ppo", "--eval", str(EVAL), "--gpu", H100)
+    code, result = judged(capsys, RUN, "canary-ppo", "--eval", str(EVAL), "--gpu", H100)
     assert (code, result["status"], result["outcome"]["status"]) == (0, "met", "met")
     got = by_name(result["checks"])
     assert got["training steps"] == ("met", "step 100 of 100")
@@ -50,7 +44,7 @@ def test_seed_0_learned_and_is_met_with_its_cost_shown(capsys):
 def test_the_recorded_verdict_is_the_one_judged_again(capsys):
     recorded = json.loads((RUN / "expect.json").read_text())
     assert (recorded["gpu"], recorded["status"]) == (H100, "met")
-    _, result = judge(capsys, RUN, "canary-ppo", "--eval", str(EVAL), "--gpu", recorded["gpu"])
+    _, result = judged(capsys, RUN, "canary-ppo", "--eval", str(EVAL), "--gpu", recorded["gpu"])
     assert readings(result["checks"]) == readings(recorded["checks"])
 
 
@@ -83,7 +77,7 @@ def test_the_same_seed_on_another_host_followed_the_same_curve():
 
 
 def test_the_shuffled_control_is_missed_on_the_reward_it_controls(capsys):
-    code, result = judge(capsys, CONTROL_RUN, "canary-grpo-lora", "--gpu", H100)
+    code, result = judged(capsys, CONTROL_RUN, "canary-grpo-lora", "--gpu", H100)
     assert (code, result["outcome"]["status"]) == (1, "missed")
     got = by_name(result["checks"])
     assert got["training reward rises"] == ("missed", "+0.0009 (+0.00002 a step over steps 1-40)")

@@ -10,8 +10,7 @@ import gzip
 import json
 from pathlib import Path
 
-from rlrecipes.cli import main
-from support.verdict import by_name, readings
+from support.verdict import by_name, judged, readings
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "docs" / "bench" / "gpu-data"
@@ -23,9 +22,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def judge(capsys, *extra: str) -> tuple[int, dict]:
-    code = main(["expect", str(RUN), "--recipe", "canary-ppo", "--profile", "any-1gpu-hopper", "--eval", str(EVAL),
-                 "--json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return judged(capsys, RUN, "canary-ppo", "--eval", str(EVAL), *extra)
 
 
 def test_it_learned_and_the_bounds_from_seeds_call_it_met(capsys):
