@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from rlrecipes.preflight.checks.host import PORTS_ADVISED, PORTS_HELD_BY_ONE_RUN
+from support.sockstat import tw_ports
 from support.verdict import by_name, judged, readings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,13 +83,6 @@ def test_the_shuffled_reward_misses_on_the_reward_trend(capsys):
     # the reward verl ran with (its resolved config, as the run directory recorded it)
     config = (SHUFFLED / RUN / "run-any-1gpu-hopper" / "config.yaml").read_text()
     assert "path: /root/repo/rlrecipes/smoke/shuffled_reward.py" in config
-
-
-def tw_ports(sockstat: Path) -> list[int]:
-    """The distinct local ports the host's TIME_WAIT sockets held, sample by sample (canary_seeds.sh's `tw-ports`;
-    empty for a record from before that column)."""
-    return [int(line.rsplit("tw-ports ", 1)[1]) for line in sockstat.read_text().splitlines()[1:]
-            if "tw-ports " in line]
 
 
 def test_both_started_beside_each_other_with_the_wider_port_range():

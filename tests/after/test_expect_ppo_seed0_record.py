@@ -11,7 +11,9 @@ import gzip
 import json
 from pathlib import Path
 
+from rlrecipes.preflight.checks.host import PORTS_HELD_BY_ONE_RUN
 from rlrecipes.verl.run_metrics import load_run
+from support.sockstat import samples
 from support.verdict import by_name, judged, readings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,3 +106,13 @@ def test_the_control_started_once_seed_0s_engine_was_up_and_seed_0_ended_met():
     assert timeline.index("canary-ppo seed 0: rollout engine up") < timeline.index(
         "canary-grpo-lora seed 0 (control: shuffled): make reproduce") < timeline.index(
         "canary-ppo seed 0: exit 0; [reproduce] canary-ppo on any-1gpu-hopper (seed 0): expected result met")
+
+
+def test_two_canaries_at_once_held_no_more_distinct_ports_than_one_alone():
+    """The sockets in TIME_WAIT nearly doubled with two runs stepping; the distinct ports they held did not grow past
+    the most one run's steps held (preflight's figure), near half the widened range (docs/bench/gpu-canary.md)."""
+    assert (RECORD / "sockstat.txt").read_text().splitlines()[0] == "ephemeral ports: 10240-65535"
+    held = samples(RECORD / "sockstat.txt")
+    assert max(sockets for sockets, _ in held) == 52_573 and max(ports for _, ports in held) == 27_432
+    half = (65535 - 10240 + 1) // 2  # 27,648: the ports of one parity, which connect() takes first
+    assert max(ports for _, ports in held) < PORTS_HELD_BY_ONE_RUN <= half
