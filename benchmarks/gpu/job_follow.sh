@@ -6,9 +6,11 @@
 set -uo pipefail
 RESULTS="${RESULTS:-/tmp/results}"; mkdir -p "$RESULTS"
 LIMIT="${1:-540}"; T0=$(date +%s)
-# a host that is not the one the job was started on (or was restarted since) has no job: say so at once instead
-# of waiting out LIMIT
+# a host that is not the one the job was started on (or was restarted since) has no job, nor has one whose
+# install failed (bundle_install_and_start.sh stops before the job): say so at once instead of waiting out LIMIT
 [ -d /root/w/out ] || { echo "no job on this host: it is a fresh one (the job's host is gone)"; exit 3; }
+[ -f /root/w/out/job.log ] || [ -f /root/w/out/timeline.txt ] \
+  || { echo "no job on this host: none was started (see the install's output)"; exit 3; }
 while [ ! -f /root/w/out/DONE ] && [ $(( $(date +%s) - T0 )) -lt "$LIMIT" ]; do sleep 10; done
 cat /root/w/out/timeline.txt 2>/dev/null
 cp /root/w/out/timeline.txt "$RESULTS/" 2>/dev/null
