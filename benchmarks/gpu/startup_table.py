@@ -2,11 +2,16 @@
 the Markdown table docs/bench/gpu-overhead.md shows (tests/report/test_startup.py checks that the two agree).
 
     .venvs/dev/bin/python benchmarks/gpu/startup_table.py [RECORDS_DIR]
+    .venvs/dev/bin/python benchmarks/gpu/startup_table.py --engines [RECORDS_DIR]
 
 Seconds from the line before: launch -> Ray -> verl's config and datasets -> actor and reference models ->
 rollout engine and weight sync -> ready to fit. A launch whose verl prints only Ray's line (0.5.0) has one phase.
 A log without the launcher's stamp in its name (the flagship's `verl-console.log.gz`, the smoke runs' numbered
 logs) is timed from Ray on: its first column is "-", its last says "(from Ray)".
+
+With --engines: the vLLM engine's own start inside the rollout phase, for every launch that logged vLLM at INFO
+(rlrecipes.verl.startup.EngineInit): the whole init, torch.compile's part of it, the CUDA-graph capture and the
+weights' load, seconds as vLLM prints them ("-": no such line; no compilation part without torch.compile).
 """
 
 from __future__ import annotations
@@ -35,5 +40,24 @@ def table(records: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def engines_table(records: Path) -> str:
+    lines = ["| launch (console log under docs/bench/gpu-data/) | engine init | of it torch.compile | CUDA graphs "
+             "| weights |", "|---|---|---|---|---|"]
+
+    def cell(value: float | None, digits: int) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for log in console_logs(records):
+        startup = read_startup(log)
+        for engine in startup.engines if startup is not None else ():
+            lines.append(f"| `{log.relative_to(records)}` | {cell(engine.init_s, 2)} | {cell(engine.compile_s, 2)} | "
+                         f"{cell(engine.graphs_s, 0)} | {cell(engine.load_s, 2)} |")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
-    print(table(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "bench" / "gpu-data"), end="")
+    args = sys.argv[1:]
+    engines = "--engines" in args
+    args = [a for a in args if a != "--engines"]
+    records = Path(args[0]) if args else REPO / "docs" / "bench" / "gpu-data"
+    print((engines_table if engines else table)(records), end="")

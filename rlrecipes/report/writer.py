@@ -86,6 +86,14 @@ def phase_rows(phases: dict) -> list[list[str]]:
     return rows
 
 
+def engine_cell(engine: dict) -> str:
+    """One vLLM engine's own start (rlrecipes.verl.startup.EngineInit, as the report keeps it): its init, with
+    torch.compile's part and the graph capture ("none" where vLLM printed no such part)."""
+    def part(value: float | None) -> str:
+        return "none" if value is None else fmt_duration(value)
+    return f"{fmt_duration(engine['init_s'])} ({part(engine['compile_s'])}; {part(engine['graphs_s'])})"
+
+
 def startup_rows(startups: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The start-up of each launch (rlrecipes.verl.startup), a column each: (header, rows)."""
     header = ["phase (from the line before)"] + [s["log"] for s in startups]
@@ -94,6 +102,9 @@ def startup_rows(startups: list[dict]) -> tuple[list[str], list[list[str]]]:
         if any(key in s["phases"] for s in startups):
             rows.append([f"{key}: {what}"] + [fmt_duration(s["phases"][key]) if key in s["phases"] else "-"
                                               for s in startups])
+        if key == "rollout" and any(s.get("engines") for s in startups):
+            rows.append(["of it, vLLM's engine init (torch.compile; CUDA graphs)"]
+                        + ["; ".join(engine_cell(e) for e in s.get("engines", [])) or "-" for s in startups])
     rows.append(["**launch to ready to fit**" if all(s["from_launch"] for s in startups) else "**in all**"]
                 + [f"**{fmt_duration(s['total_s'])}**" + ("" if s["from_launch"] else " (from Ray on)")
                    for s in startups])
@@ -112,7 +123,9 @@ def build_report(run: RunMetrics, plots: dict[str, Path], missing: list[str], ti
         "headline": headline(run),
         "phases": phase_medians(run),
         "startup": [{"log": s.log.name, "from_launch": s.from_launch, "total_s": round(s.total_s, 1),
-                     "phases": {p.key: round(p.seconds, 1) for p in s.phases}}
+                     "phases": {p.key: round(p.seconds, 1) for p in s.phases},
+                     "engines": [{"init_s": e.init_s, "compile_s": e.compile_s, "graphs_s": e.graphs_s,
+                                  "load_s": e.load_s} for e in s.engines]}
                     for s in run_startups([launch.path for launch in run.launches])],
         "eval_header": eval_header or [],
         "eval_rows": eval_rows or [],

@@ -13,6 +13,14 @@ The milestones are lines verl 0.9.1 prints with a timestamp, in this order (`ver
                                                 "INFO:<time>:checkpoint engine manager initialized"
     ready     the checkpoint loaded on a resume "INFO:<time>:all initialize finished, ready to fit"
 
+Inside the rollout phase, each vLLM engine's own start is read too (`Startup.engines`) where vLLM logs it: its
+INFO lines, which a launch prints when its environment sets `VLLM_LOGGING_LEVEL=INFO` (verl's Ray runtime sets WARN
+otherwise). vLLM 0.24 prints, per engine, "Model loading took ... and <s> seconds", "Graph capturing finished in
+<n> secs" and "init engine (profile, create kv cache, warmup model) took <s> s (compilation: <s> s)"
+(vllm/v1/engine/core.py, v1/worker/gpu_model_runner.py); without torch.compile (compilation mode 0) the last has no
+compilation part, without CUDA graphs there is no capture line. Each engine is told apart by its server actor's
+pid, which Ray puts before every line of it ("(vLLMHttpServer pid=N)").
+
 From `ready` on, a launch is in its timers: the first validation (`timing_s/testing`) and the steps
 (`timing_s/step`). Older verl (0.5.0) prints only Ray's line: its start-up then has that one phase. The times are
 the container's local time, as the launcher's stamp is UTC: a start-up whose first milestone comes before its
@@ -38,6 +46,13 @@ MILESTONES = (
     ("ready", "checkpoint loaded on a resume; ready to fit",
      re.compile(r"INFO:" + _TIME + r":all initialize finished, ready to fit")),
 )
+_SERVER = re.compile(r"\(vLLMHttpServer pid=(?P<pid>\d+)\)")
+ENGINE_LINES = (
+    ("load_s", re.compile(r"Model loading took [\d.]+ GiB memory and (?P<s>[\d.]+) seconds")),
+    ("graphs_s", re.compile(r"Graph capturing finished in (?P<s>[\d.]+) secs")),
+    ("init_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s"
+                          r"(?: \(compilation: (?P<compile>[\d.]+) s\))?")),
+)
 _STAMP = re.compile(r"^console-(\d{8}T\d{6}Z)\.log(\.gz)?$")
 PLAUSIBLE_S = 3600.0  # a first milestone later than this after the launch: the clocks disagree
 
@@ -50,12 +65,26 @@ class Phase:
 
 
 @dataclass
+class EngineInit:
+    """One vLLM engine's own start (seconds; None where vLLM printed no such line): its weights' load, its CUDA-graph
+    capture, and the whole init (profiling run, KV cache, torch.compile, graphs), with torch.compile's part."""
+    server: str                     # the pid of verl's vLLMHttpServer actor that runs it
+    init_s: float | None = None
+    compile_s: float | None = None  # None: no compilation part in vLLM's line (compilation mode 0)
+    graphs_s: float | None = None
+    load_s: float | None = None
+
+
+@dataclass
 class Startup:
     log: Path
     phases: list[Phase] = field(default_factory=list)
     # what the first phase is timed from: the launch, or (no launch stamp, or it and the log's clock disagree) the
     # first milestone seen
     start: str = "launch"
+    # each vLLM engine's own start (one per rollout replica), in the order of their first lines, where the launch
+    # logged vLLM at INFO
+    engines: list[EngineInit] = field(default_factory=list)
 
     @property
     def from_launch(self) -> bool:
@@ -107,9 +136,13 @@ def read_startup(log: str | Path) -> Startup | None:
     """The start-up of the launch that wrote console log `log`, or None when it printed no milestone."""
     log = Path(log)
     seen: dict[str, datetime] = {}
+    engines: dict[str, EngineInit] = {}
     with open_log(log) as f:
         for raw in f:
             line = raw.decode("utf-8", errors="replace")
+            server = _SERVER.search(line) if "vLLMHttpServer" in line else None
+            if server is not None:
+                _read_engine_line(line, engines.setdefault(server.group("pid"), EngineInit(server.group("pid"))))
             for key, _, pattern in MILESTONES:
                 if key in seen:
                     continue
@@ -121,7 +154,7 @@ def read_startup(log: str | Path) -> Startup | None:
                 break
     if not seen:
         return None
-    startup = Startup(log)
+    startup = Startup(log, engines=[e for e in engines.values() if e.init_s is not None])
     previous = _launch_time(log)
     first = min(seen.values())
     if previous is None or not 0 <= (first - previous).total_seconds() <= PLAUSIBLE_S:
@@ -134,6 +167,17 @@ def read_startup(log: str | Path) -> Startup | None:
             startup.phases.append(Phase(key, what, (seen[key] - previous).total_seconds()))
         previous = seen[key]
     return startup
+
+
+def _read_engine_line(line: str, engine: EngineInit) -> None:
+    """The first of each of vLLM's start-up lines for one engine, into `engine` (a later one -- a second capture
+    after a wake, say -- is not its start)."""
+    for name, pattern in ENGINE_LINES:
+        found = pattern.search(line) if getattr(engine, name) is None else None
+        if found is not None:
+            setattr(engine, name, float(found.group("s")))
+            if name == "init_s" and found.group("compile") is not None:
+                engine.compile_s = float(found.group("compile"))
 
 
 def console_logs(root: Path) -> list[Path]:

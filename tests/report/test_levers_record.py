@@ -219,6 +219,7 @@ def test_the_third_sittings_tables_are_what_the_scripts_print():
         "| `startup-levers-h100-7/levers/micro512/metrics-20261206T173338Z.jsonl`",
         "| `startup-levers-h100-7/levers/profile-stack/metrics-20261206T174312Z.jsonl`",
         "| `startup-levers-h100-7/levers/shipped-warm/metrics-20261206T173859Z.jsonl`",
+        "| `startup-levers-h100-8/levers/nocompile/metrics-20261207T225058Z.jsonl`",
         "| `startup-levers-h200/levers/profile-stack/metrics-20261206T202117Z.jsonl`",
         "| `startup-levers-h200/levers/rows-on-host/metrics-20261206T203133Z.jsonl`",
         "| `startup-levers-h200/levers/shipped-warm/metrics-20261206T201413Z.jsonl`"]
@@ -233,9 +234,10 @@ def test_the_shipped_polls_generations_are_quoted_from_their_rows():
     # the GRPO canary's launches: the PPO canary's (canary-ppo-hopper-h100) generates 256 responses a step, not 512;
     # seed 1's of canary-seeds-hopper-h100 stepped beside the second seed's start-up on the same host, and so did
     # seed 1's of canary-seeds-hopper-h100-2 for its first steps; the seed sittings' costs are read in their own
-    # section of docs/bench/gpu-canary.md
+    # section of docs/bench/gpu-canary.md; the eighth sitting's `nocompile` generates without torch.compile
     shipped = {name: times for name, times in _ticks().records(RECORDS, faster=True).items()
-               if "/poll/" not in name and "/canary-ppo/" not in name and not name.startswith("canary-seeds-")}
+               if "/poll/" not in name and "/canary-ppo/" not in name and not name.startswith("canary-seeds-")
+               and "/nocompile/" not in name}
     after = [t for times in shipped.values() for t in times[1:]]
     medians = []
     for log in sorted(RECORDS.glob("recovery-faults-hopper-[456]/logs/metrics-*.jsonl")):
@@ -733,3 +735,75 @@ def test_the_stack_traces_stretch_is_quoted_from_its_slim_copy():
             f"{span(copy[2:4])} s in each reference pass, {span(copy[4:]).split('-')[0]} s in each update pass of "
             "128 rows") in flat(OVERHEAD)
     assert len({f"{g['s']:.2f}" for g in copy[4:]}) == 1  # quoted once: the same in all four
+
+
+# ------------------------------------------------------------------- the eighth sitting (vLLM without torch.compile)
+EIGHTH = RECORDS / "startup-levers-h100-8"
+# every launch on record with vLLM's INFO lines that was its host's first (torch.compile on): the rest came after
+# another launch on the same host, with its compile caches under CACHE_DIR
+FIRST_LAUNCHES = [("startup-levers-h100-2", "shipped-cold"), ("startup-levers-h100-3", "shipped-cold"),
+                  ("startup-levers-h100-4", "timeline"), ("startup-levers-h100-5", "shipped-cold"),
+                  ("startup-levers-h100-6", "profile"), ("startup-levers-h100-7", "micro512"),
+                  ("startup-levers-h200", "shipped-warm")]
+
+
+def test_the_eighth_sitting_is_quoted_from_its_records():
+    """"The eighth sitting": its tables, each first and later launch's engine init split as the record quotes it
+    (every launch on record that logged vLLM at INFO, sorted into first and later launches on a host), and
+    `nocompile`'s own figures, read from its console log and metrics."""
+    _sitting_tables(EIGHTH, ["`nocompile`, the host's first"])
+    engines = {}
+    for log in sorted(RECORDS.glob("*/levers/*/console-*.log")):
+        startup = read_startup(log)
+        if startup.engines:
+            engines[(log.parts[-4], log.parts[-2])] = startup.engines[0]
+    assert len(engines) == 20 and all(len(read_startup(next((RECORDS / s / "levers" / n).glob("console-*.log")))
+                                          .engines) == 1 for s, n in engines)
+    nocompile = engines.pop(("startup-levers-h100-8", "nocompile"))
+    first = [engines.pop(key) for key in FIRST_LAUNCHES]
+    later = list(engines.values())
+
+    def span(values, digits=2) -> str:
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+    def rest(group):
+        return [e.init_s - e.compile_s - e.graphs_s for e in group]
+
+    text = flat(OVERHEAD)
+    for quoted in (
+            f"A host's first launch spends {span([e.init_s for e in first])} s in vLLM's engine init, a later launch "
+            f"on the same host {span([e.init_s for e in later])} s.",
+            f"compiling {span([e.compile_s for e in first])} s, capturing graphs {span([e.graphs_s for e in first], 0)} s",
+            f"compiling {span([e.compile_s for e in later])} s, capturing {span([e.graphs_s for e in later], 0)} s",
+            f"took {span(rest(first), 1)} s on a first launch and {span(rest(later), 1)} s on a later one",
+            f"took {nocompile.init_s:.2f} s as the host's first launch",
+            f"{nocompile.graphs_s:.0f} s capturing the decode graphs",
+            f"about {nocompile.init_s - nocompile.graphs_s:.0f} s for the rest",
+            f"that is {min(e.init_s for e in first) - nocompile.init_s:.0f}-"
+            f"{max(e.init_s for e in first) - nocompile.init_s:.0f} s less",
+            f"the engine at {span([e.init_s for e in later])} s",
+            f"The engine's compile and graphs are {min(e.compile_s + e.graphs_s for e in later):.0f}-"
+            f"{max(e.compile_s + e.graphs_s for e in later):.0f} s of a warm launch's"):
+        assert quoted in text, quoted
+    assert nocompile.compile_s is None
+    console = next((EIGHTH / "levers" / "nocompile").glob("console-*.log")).read_text(errors="replace")
+    assert "Profiling CUDA graph memory: FULL=70 (largest=256)" in console
+    assert "'cudagraph_mode': 'FULL_DECODE_ONLY'" in console
+    # its steps, agreement and peak; the shipped generations it is set against (other H100 hosts)
+    timing = _levers_table().timings(EIGHTH / "levers" / "nocompile")
+    steps = read_jsonl(next((EIGHTH / "levers" / "nocompile").glob("metrics-*.jsonl"))).steps
+    gen = span([timing[n]["gen"] for n in (2, 3)])
+    corr = {f"{steps[n]['training/rollout_actor_probs_pearson_corr']:.4f}" for n in (1, 2, 3)}
+    diff = {f"{steps[n]['training/rollout_probs_diff_mean']:.4f}" for n in (1, 2, 3)}
+    assert f"{gen} s in steps 2-3" in text and corr == {"0.9997"} and diff == {"0.0007"}
+    assert f"steps {span([timing[n]['step'] for n in (2, 3)])} s (2.5 s)" in text
+    assert f"{max(s['actor/perf/max_memory_allocated_gb'] for s in steps.values()):.2f} GiB" == "2.08 GiB"
+    reliability = [step["timing_s/gen"] for log in sorted(RECORDS.glob("recovery-faults-hopper-[456]/logs/*.jsonl"))
+                   for n, step in read_jsonl(log).steps.items() if 2 <= n <= 6 and "timing_s/gen" in step
+                   and log.name == min(p.name for p in log.parent.glob("metrics-*.jsonl"))]
+    sixth = [_levers_table().timings(SIXTH / "levers" / "shipped-warm")[n]["gen"] for n in (2, 3, 4, 5)]
+    assert (f"against {span(reliability)} s for the profile as shipped on other H100 hosts (the fifth to seventh "
+            f"reliability sittings' first launches, steps 2-6) and {span(sixth)} s on the sixth sitting's host") in text
+    total, rollout = _start_ups(EIGHTH, ("nocompile",))
+    assert f"`nocompile`'s rollout phase took {rollout['nocompile']} s" in text
+    assert f"`nocompile`'s launch took {total['nocompile']} s to \"ready to fit\"" in text

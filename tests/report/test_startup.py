@@ -116,6 +116,63 @@ def test_the_report_shows_each_launchs_start_up(tmp_path):
     assert "| **launch to ready to fit** | **6m 08s** | **4m 56s** |" in section
 
 
+NOCOMPILE = RECORDS / "startup-levers-h100-8" / "levers" / "nocompile" / "console-20261207T225058Z.log"
+
+
+def test_each_vllm_engines_own_start_is_read_where_vllm_logged_at_info():
+    """vLLM's INFO lines inside the rollout phase: a cold launch with torch.compile, one without it (no compilation
+    part in vLLM's line), and a launch at verl's default WARN, which prints none of them."""
+    from rlrecipes.verl.startup import EngineInit
+
+    cold = read_startup(RECORDS / "startup-levers-h100-2" / "levers" / "shipped-cold" / "console-20261205T165157Z.log")
+    assert cold.engines == [EngineInit("3422", init_s=36.63, compile_s=13.05, graphs_s=12.0, load_s=0.212026)]
+    assert read_startup(NOCOMPILE).engines == [
+        EngineInit("3718", init_s=18.94, compile_s=None, graphs_s=8.0, load_s=0.171325)]
+    assert read_startup(FILLED / "console-20261204T191215Z.log").engines == []
+
+
+def test_two_engines_are_told_apart_and_a_later_capture_is_not_their_start(tmp_path):
+    server = "\x1b[36m(vLLMHttpServer pid={})\x1b[0m (EngineCore pid=9) INFO 12-07 12:00:{:02d} [x.py:1] {}"
+    log = console(tmp_path, "20261204T120000Z",
+                  "2026-12-04 12:00:30,000\tINFO worker.py:2024 -- Started a local Ray instance.",
+                  server.format(11, 40, "Model loading took 0.01 GiB memory and 0.5 seconds"),
+                  server.format(12, 41, "Model loading took 0.01 GiB memory and 0.7 seconds"),
+                  server.format(11, 45, "Graph capturing finished in 3 secs, took 0.15 GiB"),
+                  server.format(11, 46, "init engine (profile, create kv cache, warmup model) took 9.21 s "
+                                        "(compilation: 3.49 s)"),
+                  server.format(12, 50, "init engine (profile, create kv cache, warmup model) took 2.28 s"),
+                  server.format(11, 55, "Graph capturing finished in 7 secs, took 0.15 GiB"),
+                  "(TaskRunnerV1 pid=1) INFO:2026-12-04 12:01:10,500:all initialize finished, ready to fit")
+    engines = read_startup(log).engines
+    assert [(e.server, e.init_s, e.compile_s, e.graphs_s, e.load_s) for e in engines] == [
+        ("11", 9.21, 3.49, 3.0, 0.5), ("12", 2.28, None, None, 0.7)]
+
+
+def test_the_report_shows_each_engines_own_start(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in NOCOMPILE.parent.iterdir():
+        (run / f.name).write_bytes(f.read_bytes())
+    out = tmp_path / "report"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    section = text[text.index("## Start-up"):text.index("## Plots")]
+    assert "| rollout: rollout engine (vLLM: weights, compile, CUDA graphs) and weight sync | 1m 20s |" in section
+    assert "| of it, vLLM's engine init (torch.compile; CUDA graphs) | 19s (none; 8s) |" in section
+    # a launch at WARN: no such row
+    out2 = tmp_path / "report2"
+    assert main(["report", str(FILLED), "--out", str(out2)]) == 0
+    assert "vLLM's engine init" not in (out2 / "report.md").read_text()
+
+
+def test_the_overhead_record_holds_the_engine_table_the_script_prints():
+    printed = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu" / "startup_table.py"), "--engines"],
+                             capture_output=True, text=True, check=True).stdout
+    text = (REPO / "docs" / "bench" / "gpu-overhead.md").read_text()
+    assert text.split("<!-- engine-init-table -->\n")[1].split("<!--")[0] == printed
+    assert "| `startup-levers-h100-8/levers/nocompile/console-20261207T225058Z.log` | 18.94 | - | 8 | 0.17 |" in printed
+
+
 def test_the_overhead_record_holds_the_table_the_script_prints():
     printed = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu" / "startup_table.py")],
                              capture_output=True, text=True, check=True).stdout
@@ -157,8 +214,8 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
         "recovery-faults-hopper-5", "recovery-faults-hopper-5", "recovery-faults-hopper-6", "recovery-faults-hopper-6",
         "startup-levers-h100-3", "startup-levers-h100-4",
         "startup-levers-h100-5", "startup-levers-h100-5", "startup-levers-h100-6", "startup-levers-h100-7",
-        "startup-levers-h100-7", "startup-levers-h100-7", "startup-levers-h200", "startup-levers-h200",
-        "startup-levers-h200"]
+        "startup-levers-h100-7", "startup-levers-h100-7", "startup-levers-h100-8", "startup-levers-h200",
+        "startup-levers-h200", "startup-levers-h200"]
     # each recovery sitting's run: its first launch (cold host), then the same command's relaunch on that host
     runs: dict[Path, list] = {}
     for s in sorted((s for s in uni if s.log.parent.name == "logs"), key=lambda s: s.log.name):
@@ -193,8 +250,12 @@ def test_the_ranges_the_docs_quote_are_the_recorded_launches():
     beside = [s for s in uni
               if s.log.parts[-6:-4] == ("canary-seeds-ppo-hopper-h100-3", "control-shuffled")]
     assert len(beside) == 1
-    # every launch with uni but the `uni` lever's own and the one started beside a run
-    assert len({s.log for s in cold + warm}) == len(uni) - 2
+    # the eighth sitting's `nocompile`, the host's first launch, with vLLM's engine built without torch.compile: a
+    # lever, not the profile as shipped (its start-up is quoted in its own section)
+    nocompile = [s for s in uni if s.log.parts[-4:-2] == ("startup-levers-h100-8", "levers")]
+    assert [s.log.parent.name for s in nocompile] == ["nocompile"]
+    # every launch with uni but the `uni` lever's own, the one started beside a run and `nocompile`
+    assert len({s.log for s in cold + warm}) == len(uni) - 3
     cold_totals, cold_rollout = [s.total_s for s in cold], phase(cold, "rollout")
     warm_totals, warm_rollout = [s.total_s for s in warm], phase(warm, "rollout")
     shipped = (f"a host's first launch still took {min(cold_totals):.0f}-{max(cold_totals):.0f} s",

@@ -105,14 +105,14 @@ def test_every_recorded_verl_091_launch_with_loader_workers_ends_with_the_traceb
             version = "0.9.1 no workers"
         finished[version].append(("DataLoader worker (pid" in text and "is killed by signal: Killed" in text, log))
     assert len(finished["0.9.1"]) == 12 and all(seen for seen, _ in finished["0.9.1"]), finished["0.9.1"]
-    # the workers0 lever, the fourth to seventh overhead sittings' launches and the fifth to seventh reliability
+    # the workers0 lever, the fourth to eighth overhead sittings' launches and the fifth to seventh reliability
     # sittings' launches that reached the last step (the Hopper profile as shipped since), and the GRPO canary's
     # shuffled-reward control beside PPO seed 0 (its console log kept plain: the contract reads it)
     no_workers = finished["0.9.1 no workers"]
     assert [log.relative_to(records).parts[0] for _, log in no_workers] == [
         "canary-seeds-ppo-hopper-h100-3", "recovery-faults-hopper-4", "recovery-faults-hopper-5", "recovery-faults-hopper-6", "startup-levers-h100-3",
         "startup-levers-h100-4", "startup-levers-h100-5", "startup-levers-h100-6", "startup-levers-h100-7",
-        "startup-levers-h100-7", "startup-levers-h200"], \
+        "startup-levers-h100-7", "startup-levers-h100-8", "startup-levers-h200"], \
         no_workers
     assert not any(seen for seen, _ in no_workers)
     assert len(finished["0.5.0"]) == 6 and not any(seen for seen, _ in finished["0.5.0"]), finished["0.5.0"]
