@@ -41,6 +41,10 @@ class Throughput:
     # model they ran on). Not the figure -- its settings or host differ -- but what a step cost elsewhere: the
     # plan shows their range beside it (a canary's step is overhead, and overhead is the host's)
     hosts: tuple[tuple[str, str], ...] = ()
+    # recipes whose step was not timed but that run the figure's recipe as it is -- the same model, batch, rollout,
+    # response length and number of updates a step -- with another advantage estimator or loss normalisation, work
+    # of milliseconds on a step of seconds: the figure applies to them, and the plan says whose step it is
+    siblings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,9 @@ THROUGHPUTS: tuple[Throughput, ...] = (
         # as shipped since the third lever sitting, one H100 host each, a fault and the same command again
         hosts=tuple((f"docs/bench/gpu-data/recovery-faults-hopper-{n}/logs", "NVIDIA H100 80GB HBM3")
                     for n in (4, 5, 6)),
+        # the algorithm matrix (issue 37) but GSPO and DAPO, which update four times a step (mini batch 16), and
+        # DAPO's responses run to 80 tokens
+        siblings=("canary-rloo", "canary-reinforce-pp", "canary-dr-grpo"),
     ),
     Throughput(
         key="h100-canary-ppo-hopper-step",
@@ -329,13 +336,13 @@ def _model_size(hub_id: str) -> str:
 
 def throughput_for(recipe: str, profile: str, hub_id: str, get: Callable[[str], object]) -> Throughput | None:
     """The measured throughput that applies to `recipe` on `profile` with the settings `get` (a resolved
-    config's lookup) has: a step time of this very recipe first, else a rollout rate measured with the recipe's
-    model architecture on that profile's hardware."""
+    config's lookup) has: a step time of this very recipe (or of the recipe it is a sibling of: Throughput.siblings)
+    first, else a rollout rate measured with the recipe's model architecture on that profile's hardware."""
     model = _model_size(hub_id)
     candidates = [t for t in THROUGHPUTS if profile in t.profiles and t.model == model and _applies(t.config, get)]
     for kind in ("step_seconds", "rollout_tokens_per_s"):
         for t in candidates:
-            if t.kind == kind and t.recipe in (None, recipe):
+            if t.kind == kind and (t.recipe in (None, recipe) or recipe in t.siblings):
                 return t
     return None
 

@@ -146,6 +146,9 @@ def estimate_time(recipe: str, profile: str, hub_id: str, get: Callable[[str], o
                   f"vLLM engine(s)); the training phases are not measured on this stack, so a step takes longer")
         scaled = f"a rollout rate of one engine, scaled to {engines} engine(s) and {responses_per_step} x " \
                  f"{max_response_length} tokens"
+    if t.recipe is not None and t.recipe != recipe:  # a sibling's figure (Throughput.siblings)
+        scaled = (f"{t.recipe}'s step, not this recipe's: the same model, batch, rollout and updates with another "
+                  "advantage or loss, not timed itself") + (f"; {scaled}" if scaled else "")
     low = per_step * min(mean, max_response_length) / max_response_length if mean else None
     phases = rec.phases if isinstance(rec, RecordedRun) else {}
     # a validation's time belongs to the recipe's test set: only a record of this recipe has it

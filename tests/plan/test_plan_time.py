@@ -88,6 +88,34 @@ def test_every_throughput_names_existing_profiles_and_its_record():
     assert throughput_for("some-other-3b-recipe", "h200-141gb", "Qwen/Qwen2.5-3B-Instruct", fused) is None
 
 
+# what a sibling may set otherwise than the figure's recipe (Throughput.siblings): the algorithm's advantage and loss
+# normalisation, work of milliseconds a step, and its own names
+SIBLING_MAY_DIFFER = {"algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo",
+                      "actor_rollout_ref.actor.loss_agg_mode", "trainer.default_local_dir", "trainer.experiment_name"}
+
+
+@pytest.mark.parametrize("t", [t for t in THROUGHPUTS if t.siblings], ids=lambda t: t.key)
+def test_a_siblings_step_is_its_recipes_and_the_plan_says_whose(t):
+    """A figure applies to a recipe it was not timed on only where that recipe launches the figure's recipe as it
+    is but for the algorithm's advantage and loss keys; the plan then gives the same step, names whose it is, and
+    keeps the figure's own validation, start-up and other hosts out."""
+    for profile in t.profiles:
+        own = resolve(t.recipe, profile=profile)
+        shipped = plan_time(profile, recipe=t.recipe)
+        for sibling in t.siblings:
+            run = resolve(sibling, profile=profile)
+            differ = {k for k in own.overrides.keys() | run.overrides.keys()
+                      if own.overrides.get(k) != run.overrides.get(k)}
+            assert differ and differ <= SIBLING_MAY_DIFFER, (sibling, differ - SIBLING_MAY_DIFFER)
+            time = plan_time(profile, recipe=sibling)
+            assert time["seconds_per_step"] == shipped["seconds_per_step"]
+            assert time["scaled"].startswith(f"{t.recipe}'s step, not this recipe's")
+            assert time["startup_seconds"] is None and time["validation_seconds"] is None and time["hosts"] == ()
+    # the matrix recipes that update four times a step, or generate longer, are no siblings: no time
+    assert plan_time("any-1gpu-hopper", recipe="canary-gspo") is None
+    assert plan_time("any-1gpu-hopper", recipe="canary-dapo") is None
+
+
 def test_plan_cli_prints_the_estimate_and_its_origin(capsys):
     assert main(["plan", GRPO, "--profile", "h200-141gb"]) == 0
     out = " ".join(capsys.readouterr().out.replace("│", " ").split())
