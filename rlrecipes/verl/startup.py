@@ -18,7 +18,9 @@ INFO lines, which a launch prints when its environment sets `VLLM_LOGGING_LEVEL=
 otherwise). vLLM 0.24 prints, per engine, "Model loading took ... and <s> seconds", "Graph capturing finished in
 <n> secs" and "init engine (profile, create kv cache, warmup model) took <s> s (compilation: <s> s)"
 (vllm/v1/engine/core.py, v1/worker/gpu_model_runner.py); without torch.compile (compilation mode 0) the last has no
-compilation part, without CUDA graphs there is no capture line. Each engine is told apart by its server actor's
+compilation part, without CUDA graphs there is no capture line. Older vLLM (0.11, the A100 image's) ends that line
+"took <s> seconds" and prints torch.compile's total on a line of its own ("torch.compile takes <s> s in total",
+vllm/compilation/monitor.py), which is read instead. Each engine is told apart by its server actor's
 pid, which Ray puts before every line of it ("(vLLMHttpServer pid=N)").
 
 From `ready` on, a launch is in its timers: the first validation (`timing_s/testing`) and the steps
@@ -50,7 +52,8 @@ _SERVER = re.compile(r"\(vLLMHttpServer pid=(?P<pid>\d+)\)")
 ENGINE_LINES = (
     ("load_s", re.compile(r"Model loading took [\d.]+ GiB memory and (?P<s>[\d.]+) seconds")),
     ("graphs_s", re.compile(r"Graph capturing finished in (?P<s>[\d.]+) secs")),
-    ("init_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s"
+    ("compile_s", re.compile(r"torch\.compile takes (?P<s>[\d.]+) s in total")),
+    ("init_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s(?:econds)?"
                           r"(?: \(compilation: (?P<compile>[\d.]+) s\))?")),
 )
 _STAMP = re.compile(r"^console-(\d{8}T\d{6}Z)\.log(\.gz)?$")
@@ -176,7 +179,7 @@ def _read_engine_line(line: str, engine: EngineInit) -> None:
         found = pattern.search(line) if getattr(engine, name) is None else None
         if found is not None:
             setattr(engine, name, float(found.group("s")))
-            if name == "init_s" and found.group("compile") is not None:
+            if name == "init_s" and found.group("compile") is not None and engine.compile_s is None:
                 engine.compile_s = float(found.group("compile"))
 
 

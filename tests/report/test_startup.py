@@ -148,6 +148,21 @@ def test_two_engines_are_told_apart_and_a_later_capture_is_not_their_start(tmp_p
         ("11", 9.21, 3.49, 3.0, 0.5), ("12", 2.28, None, None, 0.7)]
 
 
+def test_an_older_vllms_engine_lines_are_read_too(tmp_path):
+    """vLLM 0.11 (the A100 image's): "took <s> seconds" and torch.compile's total on a line of its own
+    (vllm/compilation/monitor.py, `end_monitoring_torch_compile`)."""
+    server = "(vLLMHttpServer pid=5) (EngineCore_DP0 pid=6) INFO 12-04 12:00:{:02d} [x.py:1] {}"
+    log = console(tmp_path, "20261204T120000Z",
+                  "2026-12-04 12:00:30,000\tINFO worker.py:2024 -- Started a local Ray instance.",
+                  server.format(40, "Model loading took 5.79 GiB memory and 2.104 seconds"),
+                  server.format(50, "torch.compile takes 14.52 s in total"),
+                  server.format(58, "Graph capturing finished in 12 secs, took 0.51 GiB"),
+                  server.format(59, "init engine (profile, create kv cache, warmup model) took 33.27 seconds"),
+                  "(TaskRunner pid=1) INFO:2026-12-04 12:01:10,500:all initialize finished, ready to fit")
+    [engine] = read_startup(log).engines
+    assert (engine.init_s, engine.compile_s, engine.graphs_s, engine.load_s) == (33.27, 14.52, 12.0, 2.104)
+
+
 def test_the_report_shows_each_engines_own_start(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
