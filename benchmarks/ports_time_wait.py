@@ -14,6 +14,16 @@ range it narrows to --ports ports, so the host's range and sockets are not touch
 It binds port 0 once, makes and closes --ports connections to a local listener (the client closing first),
 counts the TIME_WAIT sockets (`ss`) and binds port 0 again. Output recorded in
 docs/bench/cpu-data/ports-time-wait.txt.
+
+    python3 benchmarks/ports_time_wait.py --ports 1000 --steady 200 6
+
+The same at a steady rate (RATE connections a second for SECONDS, more than the range holds), once for each
+`net.ipv4.tcp_tw_reuse` against a listener on a non-loopback address (192.0.2.2, on the namespace's `lo`, as
+TransferQueue's sockets go to Ray's node address) -- the kernel's default 2 (reuse for loopback only) and 1 (reuse
+a TIME_WAIT port for a new connection to the same peer once it is a second old) -- and once with the default
+against 127.0.0.1; each in a namespace of its own. After the connections, the TIME_WAIT ports by parity (Linux's
+`connect()` takes even ports first, `bind()` to port 0 odd ones first) and how many listeners `bind(("", 0))` can
+still open. Output recorded in docs/bench/cpu-data/ports-tw-reuse.txt.
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -56,10 +68,75 @@ def range_size(text: str) -> int:
     return size
 
 
+# --steady: (tcp_tw_reuse, the listener's address) for each namespace, in order
+STEADY_CASES = (("2", "192.0.2.2"), ("1", "192.0.2.2"), ("2", "127.0.0.1"))
+REUSE = Path("/proc/sys/net/ipv4/tcp_tw_reuse")
+
+
+def steady(ports: int, rate: float, seconds: float, reuse: str, address: str) -> str:
+    """Inside a namespace of its own: `rate` connections a second for `seconds` to a listener on `address`, each
+    closed by the client first; then the TIME_WAIT ports and how many `bind(("", 0))` listeners can open."""
+    RANGE.write_text(f"{LOW} {LOW + ports - 1}")
+    REUSE.write_text(reuse)
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    if address != "127.0.0.1":
+        subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True)
+    made, refused = 0, Counter()
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((address, 5555))
+        server.listen(4096)
+        start, total = time.monotonic(), int(rate * seconds)
+        for i in range(total):
+            time.sleep(max(0.0, start + i / rate - time.monotonic()))
+            client = socket.socket()
+            try:
+                client.connect((address, 5555))
+            except OSError as exc:
+                refused[errno.errorcode[exc.errno]] += 1
+                client.close()
+                continue
+            accepted, _ = server.accept()
+            client.close()  # the client closes first: its ephemeral port goes to TIME_WAIT
+            accepted.close()
+            made += 1
+        out = subprocess.run(["ss", "-Htan", "state", "time-wait"], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+        held = {int(line.split()[2].rsplit(":", 1)[1]) for line in out}
+        listeners = []
+        try:
+            while len(listeners) < ports:
+                sock = socket.socket()
+                listeners.append(sock)
+                sock.bind(("", 0))
+        except OSError:
+            listeners.pop().close()
+        opened = len(listeners)
+        for sock in listeners:
+            sock.close()
+    failed = ", ".join(f"{n} {name}" for name, n in refused.items()) or "none"
+    return (f"tcp_tw_reuse={reuse} to {address}: {made} of {total} connections made ({rate:g}/s for {seconds:g} s), "
+            f"refused: {failed}; TIME_WAIT sockets {len(out)} on {len(held)} ports "
+            f"({sum(1 for p in held if p % 2 == 0)} even, {sum(p % 2 for p in held)} odd); "
+            f"bind(('', 0)) afterwards: {opened} listeners of {ports} ports")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ports", type=range_size, default=200, help="the ephemeral range's size in the namespace")
+    parser.add_argument("--steady", nargs=2, type=float, metavar=("RATE", "SECONDS"),
+                        help="connections a second and for how long, once for each tcp_tw_reuse case")
+    parser.add_argument("--case", type=int, help=argparse.SUPPRESS)  # --steady's one case, in its namespace
     args = parser.parse_args(argv)
+    if args.steady:
+        if args.case is not None:
+            print(steady(args.ports, *args.steady, *STEADY_CASES[args.case]), flush=True)
+            return 0
+        print(f"ephemeral range in each namespace: {LOW}-{LOW + args.ports - 1}", flush=True)
+        for case in range(len(STEADY_CASES)):
+            subprocess.run(["unshare", "-n", sys.executable, __file__, "--ports", str(args.ports), "--steady",
+                            f"{args.steady[0]:g}", f"{args.steady[1]:g}", "--case", str(case)], check=True)
+        return 0
     if os.environ.get(INSIDE) != "1":
         os.environ[INSIDE] = "1"
         os.execvp("unshare", ["unshare", "-n", sys.executable, __file__, "--ports", str(args.ports)])

@@ -37,7 +37,7 @@
 # had no free port or vLLM's memory profiling was upset, only once the runs beside it have ended (RETRY_WAIT_S,
 # default 1200, at most): their ports and their sleeping and waking engines stay while they step. PORT_RANGE
 # ("LOW HIGH") sets the host's ephemeral port range before anything starts (docs/bench/cpu-data/tq-time-wait.txt:
-# a canary's TransferQueue calls hold about 2,000 ports in TIME_WAIT a step).
+# a canary's TransferQueue calls hold about 2,000 ports in TIME_WAIT a step), TW_REUSE its net.ipv4.tcp_tw_reuse.
 set -uo pipefail
 HOST_ROOT="${HOST_ROOT:-/root}"; W="$HOST_ROOT/w/seeds"
 # shellcheck source=benchmarks/gpu/canary_recovery_common.sh
@@ -103,7 +103,17 @@ if [ -n "${PORT_RANGE:-}" ]; then
     stamp "ephemeral port range: could not set '$PORT_RANGE'; left as it was"
   fi
 fi
+# TW_REUSE sets net.ipv4.tcp_tw_reuse the same way (compose.yaml sets 1: TransferQueue's connections take back their
+# own TIME_WAIT ports and leave the half of the range that bind() to port 0 uses; docs/bench/cpu-data/ports-tw-reuse.txt)
+if [ -n "${TW_REUSE:-}" ]; then
+  if echo "$TW_REUSE" > /proc/sys/net/ipv4/tcp_tw_reuse 2>/dev/null; then
+    stamp "tcp_tw_reuse set to $TW_REUSE"
+  else
+    stamp "tcp_tw_reuse: could not set '$TW_REUSE'; left as it was"
+  fi
+fi
 echo "ephemeral ports: $(tr -s '\t ' - < /proc/sys/net/ipv4/ip_local_port_range)" > "$O/sockstat.txt"
+echo "tcp_tw_reuse: $(cat /proc/sys/net/ipv4/tcp_tw_reuse 2>/dev/null || echo unread)" >> "$O/sockstat.txt"
 # and how many distinct local ports those in TIME_WAIT (state 06) hold: a bind to port 0 fails once they cover the range;
 # beside it the GPU's memory in use, every process's together (gpu-memory.txt): each vLLM engine's start asks
 # gpu_memory_utilization of the GPU free, KV-cache share or not (vLLM 0.24's request_memory), so what the runs

@@ -38,6 +38,7 @@ class HostFacts:
     wandb_netrc: bool = False  # ~/.netrc has a login for the wandb API host (what `wandb login` writes)
     watchdog: dict | None = None  # the checkpoint watchdog's budget, from its status file
     port_range: tuple[int, int] | None = None  # net.ipv4.ip_local_port_range (this network namespace's); None: unread
+    tw_reuse: int | None = None  # net.ipv4.tcp_tw_reuse (this network namespace's); None: unread
 
     def disk_for(self, path: str | os.PathLike) -> DiskFacts | None:
         return self.disk.get(str(path))
@@ -146,6 +147,18 @@ def port_range(path: str = PORT_RANGE_PATH) -> tuple[int, int] | None:
     return low, high
 
 
+TW_REUSE_PATH = "/proc/sys/net/ipv4/tcp_tw_reuse"
+
+
+def tw_reuse(path: str = TW_REUSE_PATH) -> int | None:
+    """Whether a connection may take back a port its TIME_WAIT socket holds (0 never, 1 always, 2 to loopback
+    addresses only, the kernel's default); None where unreadable."""
+    try:
+        return int(Path(path).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+
+
 def _limit(which: int) -> int | None:
     soft, _hard = resource.getrlimit(which)
     return None if soft == resource.RLIM_INFINITY else int(soft)
@@ -199,4 +212,5 @@ def gather_host_facts(paths: list[str | os.PathLike], shm_path: str = "/dev/shm"
         nofile_soft=_limit(resource.RLIMIT_NOFILE), memlock_soft=_limit(resource.RLIMIT_MEMLOCK),
         env={k: env[k] for k in ENV_KEYS if k in env}, wandb_netrc=wandb_netrc_login(env),
         watchdog=read_watchdog_budget(ckpt_root) if ckpt_root else None, port_range=port_range(),
+        tw_reuse=tw_reuse(),
     )

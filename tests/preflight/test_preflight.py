@@ -86,13 +86,13 @@ def run_for(tmp_path: Path, recipe: str, profile: str | None = None, overrides: 
 def host_for(run, free: float = 10 * TIB, shm: int | None = 16 * GIB, ram: int = 512 * GIB,
              ram_available: int | None = None, nofile: int | None = 1048576, memlock: int | None = None,
              env: dict | None = None, netrc: bool = False, watchdog: dict | None = None,
-             ports: tuple[int, int] | None = (10240, 65535)) -> HostFacts:
+             ports: tuple[int, int] | None = (10240, 65535), tw_reuse: int | None = 1) -> HostFacts:
     """A healthy host unless told otherwise; every path the run writes lies on one filesystem."""
     paths = [run.ckpt_dir, run.model_path, run.get("data.train_files")]
     disk = {str(p): DiskFacts(str(p), "/workspace", int(free), int(20 * TIB), 42) for p in paths}
     return HostFacts(disk=disk, shm_bytes=shm, ram_total_bytes=ram, ram_available_bytes=ram_available or ram,
                      nofile_soft=nofile, memlock_soft=memlock, env=env or {}, wandb_netrc=netrc, watchdog=watchdog,
-                     port_range=ports)
+                     port_range=ports, tw_reuse=tw_reuse)
 
 
 def checks_by_name(run, inventory: Inventory, host: HostFacts) -> dict:
@@ -313,6 +313,27 @@ def test_the_port_range_is_checked_where_transferqueue_runs(tmp_path, recipe, pr
     assert got.status == status and said in got.message, got
     assert (got.fix == 'sysctl -w net.ipv4.ip_local_port_range="10240 65535" (compose.yaml sets it per container)'
             if status == "warn" else not got.fix)
+
+
+RANGE_FIX = 'sysctl -w net.ipv4.ip_local_port_range="10240 65535" (compose.yaml sets it per container)'
+REUSE_FIX = "sysctl -w net.ipv4.tcp_tw_reuse=1 (compose.yaml sets it per container)"
+
+
+@pytest.mark.parametrize("ports, reuse, status, said, fix", [
+    # the kernel's default (2: loopback only): TransferQueue's connections to Ray's node address spill
+    ((10240, 65535), 2, "warn", "net.ipv4.tcp_tw_reuse is 2", REUSE_FIX),
+    ((10240, 65535), 0, "warn", "net.ipv4.tcp_tw_reuse is 0", REUSE_FIX),
+    ((32768, 60999), 2, "warn", "holds 28232 ports", f"{RANGE_FIX}; {REUSE_FIX}"),
+    ((10240, 65535), 1, "pass", "10240-65535 (55296 ports), tcp_tw_reuse 1", ""),
+    ((10240, 65535), None, "pass", "10240-65535 (55296 ports)", ""),
+])
+def test_time_wait_reuse_is_checked_where_transferqueue_runs(tmp_path, ports, reuse, status, said, fix):
+    run = run_for(tmp_path, "canary-grpo-lora", "any-1gpu-hopper")
+    got = checks_by_name(run, inv("h200-x1"), host_for(run, ports=ports, tw_reuse=reuse))["ports"]
+    assert got.status == status and said in got.message and (got.fix or "") == fix, got
+    # verl 0.8.0 moves its data through Ray: nothing to reuse
+    a100 = run_for(tmp_path, GRPO)
+    assert checks_by_name(a100, inv("a100-80gb-x4"), host_for(a100, tw_reuse=2))["ports"].status == "pass"
 
 
 def test_tracker_states(tmp_path):
@@ -667,6 +688,7 @@ def test_gather_host_facts_reads_this_host(tmp_path):
     assert host.nofile_soft == (None if soft == resource.RLIM_INFINITY else soft)
     low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     assert host.port_range == (low, high)
+    assert host.tw_reuse == int(Path("/proc/sys/net/ipv4/tcp_tw_reuse").read_text())
 
 
 # ------------------------------------------------------------------------------------------ CLI

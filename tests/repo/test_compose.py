@@ -71,6 +71,8 @@ def test_trainer_service_shape(service):
     # 55,296 ephemeral ports: a canary's TransferQueue calls hold ~26,000 in TIME_WAIT (docs/bench/gpu-canary.md)
     low, high = map(int, svc["sysctls"]["net.ipv4.ip_local_port_range"].split())
     assert (low, high) == (10240, 65535)
+    # and connections take back their own TIME_WAIT ports, leaving bind()'s half (docs/bench/cpu-data/ports-tw-reuse.txt)
+    assert svc["sysctls"]["net.ipv4.tcp_tw_reuse"] == "1"
     mounts = {v["source"]: v["target"] for v in svc["volumes"] if v["type"] == "volume"}
     assert mounts == VOLUMES
     assert svc["depends_on"]["watchdog"]["condition"] == "service_healthy"

@@ -131,6 +131,8 @@ def test_a_seed_run_and_its_control_share_the_host_and_a_failed_start_runs_again
         assert (folder / "models/seed-1/canary-ppo-merged/eval/eval-summary.json").is_file()
     assert not (out / "seeds-canary-ppo-9.tgz").exists()
     assert (out / "sockstat.txt").read_text().startswith("ephemeral ports: ")
+    reuse = Path("/proc/sys/net/ipv4/tcp_tw_reuse").read_text().strip()
+    assert (out / "sockstat.txt").read_text().splitlines()[1] == f"tcp_tw_reuse: {reuse}"
     # the GPU's memory in use beside it, sampled from the start (what bounds how many engines can start beside)
     memory = (out / "gpu-memory.txt").read_text().splitlines()
     assert memory[0] == "memory.used, memory.total [MiB]"

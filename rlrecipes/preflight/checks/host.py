@@ -26,6 +26,11 @@ NOFILE_MIN = 4096
 PORTS_HELD_BY_ONE_RUN = 27_530
 PORTS_ADVISED = 2 * PORTS_HELD_BY_ONE_RUN
 PORT_RANGE_FIX = 'sysctl -w net.ipv4.ip_local_port_range="10240 65535" (compose.yaml sets it per container)'
+# TransferQueue's sockets go to Ray's node address, not loopback, where the kernel's default (tcp_tw_reuse=2) never
+# lets a new connection take back a port in TIME_WAIT: once connect()'s half of the range is held, connections take
+# the half bind() to port 0 uses, then fail. With 1 they take back their own ports a second on and bind() keeps its
+# half (benchmarks/ports_time_wait.py --steady, docs/bench/cpu-data/ports-tw-reuse.txt).
+TW_REUSE_FIX = "sysctl -w net.ipv4.tcp_tw_reuse=1 (compose.yaml sets it per container)"
 
 
 def _dir_bytes(path: Path) -> int:
@@ -200,10 +205,20 @@ def check_ports(ctx: Context) -> Check:
         return Check("ports", PASS, "ephemeral port range not readable here (not Linux?)")
     low, high = ports
     size = high - low + 1
+    problems, fixes = [], []
     if size < PORTS_ADVISED:
-        return Check("ports", WARN,
-                     f"ephemeral port range {low}-{high} holds {size} ports; verl {verl}'s TransferQueue leaves one "
-                     f"in TIME_WAIT for 60 s per request, and one canary's steps held {PORTS_HELD_BY_ONE_RUN} at "
-                     "a time: a second run on this network, or a relaunch within a minute of a stop, can be "
-                     "refused a port ([Errno 98] Address already in use)", PORT_RANGE_FIX)
-    return Check("ports", PASS, f"ephemeral port range {low}-{high} ({size} ports)")
+        problems.append(f"ephemeral port range {low}-{high} holds {size} ports; verl {verl}'s TransferQueue leaves "
+                        f"one in TIME_WAIT for 60 s per request, and one canary's steps held {PORTS_HELD_BY_ONE_RUN} "
+                        "at a time: a second run on this network, or a relaunch within a minute of a stop, can be "
+                        "refused a port ([Errno 98] Address already in use)")
+        fixes.append(PORT_RANGE_FIX)
+    reuse = ctx.host.tw_reuse
+    if reuse is not None and reuse != 1:
+        problems.append(f"net.ipv4.tcp_tw_reuse is {reuse}: TransferQueue's connections (to Ray's node address, not "
+                        "loopback) cannot take back their own ports in TIME_WAIT, so they spill into the ports "
+                        "bind() to port 0 takes (vLLM's, Ray's, TransferQueue's own servers)")
+        fixes.append(TW_REUSE_FIX)
+    if problems:
+        return Check("ports", WARN, "; ".join(problems), "; ".join(fixes))
+    reused = "" if reuse is None else ", tcp_tw_reuse 1"
+    return Check("ports", PASS, f"ephemeral port range {low}-{high} ({size} ports){reused}")
