@@ -68,6 +68,16 @@ def range_size(text: str) -> int:
     return size
 
 
+def connect_and_close(server: socket.socket, address: str) -> None:
+    """One connection to `server` (listening on `address`, port 5555), closed by the client first: its ephemeral
+    port goes to TIME_WAIT. Raises connect()'s OSError, the client socket closed."""
+    with socket.socket() as client:
+        client.connect((address, 5555))
+        accepted, _ = server.accept()
+        client.close()
+        accepted.close()
+
+
 # --steady: (tcp_tw_reuse, the listener's address) for each namespace, in order
 STEADY_CASES = (("2", "192.0.2.2"), ("1", "192.0.2.2"), ("2", "127.0.0.1"))
 REUSE = Path("/proc/sys/net/ipv4/tcp_tw_reuse")
@@ -89,16 +99,11 @@ def steady(ports: int, rate: float, seconds: float, reuse: str, address: str) ->
         start, total = time.monotonic(), int(rate * seconds)
         for i in range(total):
             time.sleep(max(0.0, start + i / rate - time.monotonic()))
-            client = socket.socket()
             try:
-                client.connect((address, 5555))
+                connect_and_close(server, address)
             except OSError as exc:
                 refused[errno.errorcode[exc.errno]] += 1
-                client.close()
                 continue
-            accepted, _ = server.accept()
-            client.close()  # the client closes first: its ephemeral port goes to TIME_WAIT
-            accepted.close()
             made += 1
         out = subprocess.run(["ss", "-Htan", "state", "time-wait"], capture_output=True, text=True,
                              check=True).stdout.splitlines()
@@ -150,16 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bind(('', 0)) before: {bind_port_zero()}")
         made = 0
         for _ in range(args.ports):
-            client = socket.socket()
             try:
-                client.connect(("127.0.0.1", 5555))
+                connect_and_close(server, "127.0.0.1")
             except OSError as exc:
                 print(f"connect() refused after {made}: {exc}")
-                client.close()
                 break
-            accepted, _ = server.accept()
-            client.close()  # the client closes first: its ephemeral port goes to TIME_WAIT
-            accepted.close()
             made += 1
         print(f"connections made and closed by the client: {made}; TIME_WAIT sockets: {time_wait_sockets()}")
         print(f"bind(('', 0)) after: {bind_port_zero()}")
