@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import math
 import os
 import socket
 import subprocess
@@ -126,10 +127,21 @@ def steady(ports: int, rate: float, seconds: float, reuse: str, address: str) ->
             f"bind(('', 0)) afterwards: {opened} listeners of {ports} ports")
 
 
+def positive(text: str) -> float:
+    """--steady's RATE and SECONDS: a positive, finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text}: want a positive, finite number")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ports", type=range_size, default=200, help="the ephemeral range's size in the namespace")
-    parser.add_argument("--steady", nargs=2, type=float, metavar=("RATE", "SECONDS"),
+    parser.add_argument("--steady", nargs=2, type=positive, metavar=("RATE", "SECONDS"),
                         help="connections a second and for how long, once for each tcp_tw_reuse case")
     parser.add_argument("--case", type=int, help=argparse.SUPPRESS)  # --steady's one case, in its namespace
     args = parser.parse_args(argv)

@@ -72,3 +72,9 @@ def test_the_benchmark_shows_it_on_this_host():
                          capture_output=True, text=True, check=True, timeout=120).stdout
     assert out.splitlines()[0] == "ephemeral range in each namespace: 40000-40399"
     judge(cases(out))
+
+
+@pytest.mark.parametrize("bad", [["nan", "6"], ["200", "0"], ["-1", "6"], ["inf", "6"], ["x", "6"]])
+def test_a_rate_or_duration_that_is_not_a_positive_number_is_refused(bad):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--steady", *bad], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--steady" in done.stderr and "Traceback" not in done.stderr, done.stderr
