@@ -14,6 +14,8 @@
 #      /root/w/variant.args (put there later by benchmarks/gpu/flagship_3b_variant.sh; a line ENV:KEY=VALUE
 #      sets an environment variable instead, e.g. ENV:RLRECIPES_VLLM_SAMPLING={"detokenize":false}), waited
 #      for at most VARIANT_WAIT seconds after step 3; /root/w/variant.skip (or nothing arriving) skips it.
+#   FIRST_ARGS="key=value ..." gives the first launch overrides of its own (a lever), so that an empty variant.args
+#   makes the second launch the shipped recipe: the same host's control, run after the lever.
 set -uo pipefail
 cd /root/repo || exit 2
 export PYTHONPATH="/root/repo/benchmarks/gpu/site:/root/site:/root/repo" PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 \
@@ -21,6 +23,7 @@ export PYTHONPATH="/root/repo/benchmarks/gpu/site:/root/site:/root/repo" PYTHONU
   DO_NOT_TRACK=1
 R=qwen2.5-3b-gsm8k-grpo-lora; P=h200-141gb; BATCH=${BATCH:-128}; STEPS=${STEPS:-3}
 VARIANT_WAIT=${VARIANT_WAIT:-240}; VARIANT_STEPS=${VARIANT_STEPS:-1}; ALONE=${ALONE:-1}  # ALONE=0: no vLLM-alone run
+read -r -a FIRST <<< "${FIRST_ARGS:-}"
 O=/root/w/out; W=/root/w; mkdir -p "$O"
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$O/timeline.txt"; }
@@ -42,11 +45,11 @@ python3 scripts/patch_verl.py --image hopper > "$O/verl-edits.txt" 2>&1 || { cat
   python3 -c "import sys, torch, vllm, verl, transformers, peft, ray; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'vllm', vllm.__version__, 'verl', verl.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, 'ray', ray.__version__)"
 } > "$O/versions.txt" 2>&1
 tail -1 "$O/versions.txt"
-python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" trainer.total_training_steps="$STEPS" > "$O/plan-prediction.json" 2>&1
+python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" "${FIRST[@]}" trainer.total_training_steps="$STEPS" > "$O/plan-prediction.json" 2>&1
 
 python3 benchmarks/gpu/gpu_sampler.py "$O/gpu-samples.jsonl" --interval 0.25 &
 SAMPLER=$!
-stamp "start verl $R on $P, batch $BATCH"
+stamp "start verl $R on $P, batch $BATCH ${FIRST[*]}"
 # fit_run NAME DIR WORK STEPS LIMIT INNER [overrides...]: one verl launch through fit.py (killed after LIMIT s,
 # fit.py's own timeout INNER), its marks and metrics in DIR, then the card emptied and verl's rollout phase split
 fit_run() {
@@ -64,7 +67,7 @@ fit_run() {
     --samples "$O/gpu-samples.jsonl" --out "$out/gen-split.json" > /dev/null 2>&1
   return "$rc"
 }
-fit_run verl "$O" "$W/fit" "$STEPS" 1260 1200
+fit_run verl "$O" "$W/fit" "$STEPS" 1260 1200 "${FIRST[@]}"
 python3 benchmarks/gpu/phase_peaks.py "$O/phase-marks.jsonl" "$O/gpu-samples.jsonl" --out "$O/phase-peaks.json" \
   > "$O/phase-peaks.txt" 2>&1
 
