@@ -22,6 +22,9 @@ difference of each packed sequence against the same sequence run alone. With --v
 utils/torch_functional.py), also the seconds of verl's own `logprobs_from_logits_v2` -- the path verl takes
 when flash-attn's cross-entropy kernel is not installed -- on each layout's logits: it loops over the first
 dimension, i.e. over every token of a packed micro batch but over the sequences of a padded one.
+With --jitter N every packed call packs responses shortened by up to N tokens, drawn afresh: a packed row of a new
+length each call, as verl's micro batches are. A kernel compiled for one shape (flex_attention's, torch.compile's)
+then shows what a new shape costs: every call's seconds are reported, the warm-up call included.
 """
 
 from __future__ import annotations
@@ -100,9 +103,15 @@ def main() -> int:
     parser.add_argument("--use-cache", action="store_true",
                         help="call the model with use_cache=True (transformers' default; not verl's call): the "
                              "packed sequences then attend to each other")
+    parser.add_argument("--jitter", type=int, default=0,
+                        help="shorten each packed response by up to N tokens, drawn afresh for every call")
     parser.add_argument("--verl-source", type=Path, help="verl's verl/utils/torch_functional.py")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if not 0 <= args.jitter < args.response:
+        parser.error(f"--jitter {args.jitter}: must be at least 0 and below --response ({args.response})")
+    if args.reps < 1:
+        parser.error(f"--reps {args.reps}: must be at least 1")
 
     cuda = torch.cuda.is_available()
     model, device = random_model(args.arch, args.attn, args.pad_to, args.layers)
@@ -111,30 +120,45 @@ def main() -> int:
     seq = args.prompt + args.response
     ids = torch.randint(0, 1000, (args.micro, seq), device=device)
 
-    def timed(fn):
-        fn()  # warm-up
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(args.reps):
+    def timed(fn, calls: list[float] | None = None):
+        """Mean seconds of `reps` calls after a warm-up call; every call's seconds (the warm-up's first) into calls."""
+        seconds = []
+        for _ in range(args.reps + 1):
+            if cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
             out = fn()
-        if cuda:
-            torch.cuda.synchronize()
-        return (time.perf_counter() - start) / args.reps, out
+            if cuda:
+                torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - start)
+        if calls is not None:
+            calls.extend(round(x, 4) for x in seconds)
+        return sum(seconds[1:]) / args.reps, out
 
     # every call as verl's forward_step makes it (use_cache=False), unless --use-cache
     cache = {"use_cache": args.use_cache}
     packed_pos = torch.arange(seq, device=device).repeat(args.micro).unsqueeze(0)
     padded_ids, mask, padded_pos = padded_batch(ids, args.pad_to)
 
+    packed_lengths: list[int] = []  # the packed row's length at each call
+
     def packed_logits():
-        return model(input_ids=ids.reshape(1, -1), attention_mask=None, position_ids=packed_pos, **cache).logits
+        if not args.jitter:
+            packed_lengths.append(ids.numel())
+            return model(input_ids=ids.reshape(1, -1), attention_mask=None, position_ids=packed_pos, **cache).logits
+        lengths = (seq - torch.randint(0, args.jitter + 1, (args.micro,))).tolist()
+        packed_lengths.append(sum(lengths))
+        row = torch.cat([ids[i, :n] for i, n in enumerate(lengths)]).unsqueeze(0)
+        pos = torch.cat([torch.arange(n, device=device) for n in lengths]).unsqueeze(0)
+        return model(input_ids=row, attention_mask=None, position_ids=pos, **cache).logits
 
     def padded_logits():
         return model(input_ids=padded_ids, attention_mask=mask, position_ids=padded_pos, **cache).logits
 
     with torch.no_grad():
-        packed_s, _ = timed(packed_logits)
+        packed_calls: list[float] = []
+        packed_s, _ = timed(packed_logits, packed_calls)
+        lengths_timed = list(packed_lengths)
         padded_s, _ = timed(padded_logits)
         # correctness on a few sequences: packed log-probs against each sequence alone
         few = min(4, args.micro)
@@ -161,6 +185,7 @@ def main() -> int:
               "packed_tokens": args.micro * seq, "padded_tokens": args.micro * args.pad_to,
               "packed_forward_s": round(packed_s, 3), "padded_forward_s": round(padded_s, 3),
               "packed_over_padded": round(packed_s / padded_s, 2),
+              "jitter": args.jitter, "packed_calls_s": packed_calls, "packed_row_lengths": lengths_timed,
               "max_abs_logprob_diff_packed_vs_alone": diffs,
               "verl_logprobs_from_logits_v2_s": logprob_s}
     text = json.dumps(result, indent=2)

@@ -200,3 +200,27 @@ def test_the_rmpad_benchmark_calls_the_model_as_verl_does(verl_python, use_cache
     first, *later = result["max_abs_logprob_diff_packed_vs_alone"]
     assert first < 1e-3
     assert all((d > 1e-1) if use_cache else (d < 1e-3) for d in later), result
+
+
+def test_the_rmpad_benchmark_packs_rows_of_a_new_length_each_call_with_jitter(verl_python):
+    """--jitter N: every packed call (the warm-up's included) packs responses shortened by up to N tokens, so the
+    row's length changes from call to call as verl's micro batches do; each call's seconds are reported; a jitter
+    that would leave no response is refused by name."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    base = [str(verl_python("0.9.1")), "benchmarks/gpu/rmpad_attention.py", "--arch", "tiny", "--micro", "4",
+            "--prompt", "8", "--response", "40", "--pad-to", "64", "--attn", "sdpa", "--reps", "3"]
+    proc = subprocess.run([*base, "--jitter", "16"], capture_output=True, text=True, timeout=300, cwd=repo)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    lengths, calls = result["packed_row_lengths"], result["packed_calls_s"]
+    assert len(lengths) == len(calls) == 4 and result["jitter"] == 16
+    assert all(4 * (48 - 16) <= n <= 4 * 48 for n in lengths) and len(set(lengths)) > 1, lengths
+    assert result["packed_forward_s"] == pytest.approx(sum(calls[1:]) / 3, abs=1e-3)
+    assert max(result["max_abs_logprob_diff_packed_vs_alone"]) < 1e-3
+    for bad in ("40", "-1"):
+        refused = subprocess.run([*base, "--jitter", bad], capture_output=True, text=True, timeout=300, cwd=repo)
+        assert refused.returncode == 2 and f"--jitter {bad}: must be at least 0 and below --response (40)" \
+            in refused.stderr, refused.stderr
