@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import errno
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -41,7 +40,6 @@ from pathlib import Path
 
 RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOW = 40000
-INSIDE = "RLRECIPES_PORTS_NAMESPACE"  # set once the script runs in its own network namespace
 
 
 def bind_port_zero() -> str:
@@ -127,6 +125,11 @@ def steady(ports: int, rate: float, seconds: float, reuse: str, address: str) ->
             f"bind(('', 0)) afterwards: {opened} listeners of {ports} ports")
 
 
+def in_namespace(*argv: str) -> int:
+    """Run this script again with argv in a network namespace of its own (`unshare -n`); its exit status."""
+    return subprocess.run(["unshare", "-n", sys.executable, __file__, *argv]).returncode
+
+
 def positive(text: str) -> float:
     """--steady's RATE and SECONDS: a positive, finite number."""
     try:
@@ -143,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ports", type=range_size, default=200, help="the ephemeral range's size in the namespace")
     parser.add_argument("--steady", nargs=2, type=positive, metavar=("RATE", "SECONDS"),
                         help="connections a second and for how long, once for each tcp_tw_reuse case")
-    parser.add_argument("--case", type=int, help=argparse.SUPPRESS)  # --steady's one case, in its namespace
+    # the run inside a namespace of its own: --steady's one case, or the single run
+    parser.add_argument("--case", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.steady:
         if args.case is not None:
@@ -151,12 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"ephemeral range in each namespace: {LOW}-{LOW + args.ports - 1}", flush=True)
         for case in range(len(STEADY_CASES)):
-            subprocess.run(["unshare", "-n", sys.executable, __file__, "--ports", str(args.ports), "--steady",
-                            f"{args.steady[0]:g}", f"{args.steady[1]:g}", "--case", str(case)], check=True)
+            rc = in_namespace("--ports", str(args.ports), "--steady", f"{args.steady[0]:g}", f"{args.steady[1]:g}",
+                              "--case", str(case))
+            if rc:
+                return rc
         return 0
-    if os.environ.get(INSIDE) != "1":
-        os.environ[INSIDE] = "1"
-        os.execvp("unshare", ["unshare", "-n", sys.executable, __file__, "--ports", str(args.ports)])
+    if not args.inside:
+        return in_namespace("--ports", str(args.ports), "--inside")
     RANGE.write_text(f"{LOW} {LOW + args.ports - 1}")
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     print(f"ephemeral range in this namespace: {RANGE.read_text().split()}")

@@ -78,3 +78,24 @@ def test_the_benchmark_shows_it_on_this_host():
 def test_a_rate_or_duration_that_is_not_a_positive_number_is_refused(bad):
     done = subprocess.run([sys.executable, str(SCRIPT), "--steady", *bad], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--steady" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_single_runs_record_shows_bind_failing_once_time_wait_covers_the_range():
+    """docs/bench/cpu-data/ports-time-wait.txt: --ports 200 connections closed by the client leave every port of the
+    range in TIME_WAIT, and bind(("", 0)) then fails with EADDRINUSE."""
+    lines = (REPO / "docs" / "bench" / "cpu-data" / "ports-time-wait.txt").read_text().splitlines()
+    assert lines[0].startswith("$ python3 benchmarks/ports_time_wait.py --ports 200")
+    assert lines[1:] == ["ephemeral range in this namespace: ['40000', '40199']", lines[2],
+                         "connections made and closed by the client: 200; TIME_WAIT sockets: 200",
+                         "bind(('', 0)) after: OSError [Errno 98] Address already in use (EADDRINUSE)"]
+    assert re.fullmatch(r"bind\(\('', 0\)\) before: port 40\d\d\d", lines[2])
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs root and network namespaces (unshare -n)")
+def test_the_single_run_shows_it_on_this_host():
+    """The same command as the record, run again here: its own namespace, the same outcome."""
+    out = subprocess.run([sys.executable, str(SCRIPT), "--ports", "200"], capture_output=True, text=True, check=True,
+                         timeout=120).stdout.splitlines()
+    assert out[0] == "ephemeral range in this namespace: ['40000', '40199']"
+    assert out[2:] == ["connections made and closed by the client: 200; TIME_WAIT sockets: 200",
+                       "bind(('', 0)) after: OSError [Errno 98] Address already in use (EADDRINUSE)"]
