@@ -14,6 +14,10 @@
 #      /root/w/variant.args (put there later by benchmarks/gpu/flagship_3b_variant.sh; a line ENV:KEY=VALUE
 #      sets an environment variable instead, e.g. ENV:RLRECIPES_VLLM_SAMPLING={"detokenize":false}), waited
 #      for at most VARIANT_WAIT seconds after step 3; /root/w/variant.skip (or nothing arriving) skips it.
+#   STANDALONE=1 first times the levers alone, no verl, about 4 minutes (docs/bench/gpu-hopper-3b.md section G):
+#      one update micro batch (update_microbatch.py, fused log-probs) at micro 8, 16 and 32 with and without gradient
+#      checkpointing, and packed rows of a new length every call under flex_attention and SDPA (rmpad_attention.py
+#      --jitter), into out/standalone/;
 #   FIRST_ARGS="key=value ..." gives the first launch overrides of its own (a lever), so that an empty variant.args
 #   makes the second launch the shipped recipe: the same host's control, run after the lever.
 set -uo pipefail
@@ -46,6 +50,23 @@ python3 scripts/patch_verl.py --image hopper > "$O/verl-edits.txt" 2>&1 || { cat
 } > "$O/versions.txt" 2>&1
 tail -1 "$O/versions.txt"
 python3 -m rlrecipes plan "$R" --profile "$P" --json "${OVR[@]}" "${FIRST[@]}" trainer.total_training_steps="$STEPS" > "$O/plan-prediction.json" 2>&1
+
+if [ "${STANDALONE:-0}" = 1 ]; then
+  S="$O/standalone"; mkdir -p "$S"
+  V=$(python3 -c "import os, verl; print(os.path.dirname(verl.__file__))")
+  for m in 8 16 32; do for c in "" --no-checkpointing; do
+    name="update-fused-micro$m${c:+-nockpt}"; stamp "standalone $name"
+    timeout 120 python3 benchmarks/gpu/update_microbatch.py --arch qwen2.5-3b --micro "$m" $c \
+      --verl-source "$V/utils/torch_functional.py" --fused-source "$V/utils/experimental/torch_functional.py" \
+      --out "$S/$name.json" > "$S/$name.log" 2>&1
+  done; done
+  for a in flex_attention sdpa; do
+    stamp "standalone rmpad-$a"
+    timeout 150 python3 benchmarks/gpu/rmpad_attention.py --arch qwen2.5-3b --micro 32 --attn "$a" --reps 5 \
+      --jitter 256 --out "$S/rmpad-$a-micro32-jitter256.json" > "$S/rmpad-$a.log" 2>&1
+  done
+  stamp "standalone done"
+fi
 
 python3 benchmarks/gpu/gpu_sampler.py "$O/gpu-samples.jsonl" --interval 0.25 &
 SAMPLER=$!
