@@ -16,6 +16,7 @@ weights' load, seconds as vLLM prints them ("-": no such line; no compilation pa
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -55,9 +56,17 @@ def engines_table(records: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("records", nargs="?", type=Path, default=REPO / "docs" / "bench" / "gpu-data",
+                        help="the folder of records to read (default: docs/bench/gpu-data)")
+    parser.add_argument("--engines", action="store_true", help="the vLLM engines' own start instead")
+    args = parser.parse_args(argv)
+    if not args.records.is_dir():
+        parser.error(f"{args.records}: not a folder of records")
+    print((engines_table if args.engines else table)(args.records), end="")
+    return 0
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    engines = "--engines" in args
-    args = [a for a in args if a != "--engines"]
-    records = Path(args[0]) if args else REPO / "docs" / "bench" / "gpu-data"
-    print((engines_table if engines else table)(records), end="")
+    sys.exit(main())

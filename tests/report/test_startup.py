@@ -195,6 +195,14 @@ def test_the_overhead_record_holds_the_table_the_script_prints():
     assert printed in (REPO / "docs" / "bench" / "gpu-overhead.md").read_text()
 
 
+@pytest.mark.parametrize("bad", [["--engine"], ["README.md"], ["--engines", "no-such-folder"]])
+def test_the_table_script_refuses_a_misspelled_option_or_a_records_folder_that_is_not_one(bad):
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu" / "startup_table.py"), *bad],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    assert ("unrecognized arguments: --engine" if bad == ["--engine"] else "not a folder of records") in done.stderr
+
+
 @pytest.mark.parametrize("quoted", ["| launch to ready to fit | 6 min 8 s | 4 min 56 s |",
                                     "| rollout engine (vLLM: weights, compile, CUDA graphs) and weight sync | "
                                     "3 min 28 s | 2 min 11 s |"])
