@@ -51,9 +51,24 @@ def bind_port_zero() -> str:
         return f"port {sock.getsockname()[1]}"
 
 
-def time_wait_sockets() -> int:
+def time_wait_ports() -> list[int]:
+    """The local port of every TCP socket in TIME_WAIT (`ss`), one entry a socket."""
     out = subprocess.run(["ss", "-Htan", "state", "time-wait"], capture_output=True, text=True, check=True).stdout
-    return len(out.splitlines())
+    return [int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines()]
+
+
+def namespace_listener(ports: int, address: str, backlog: int) -> socket.socket:
+    """Inside a namespace of its own: the ephemeral range narrowed to `ports` ports from LOW, `lo` up (with
+    `address` on it), and a listener on `address`, port 5555."""
+    RANGE.write_text(f"{LOW} {LOW + ports - 1}")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    if address != "127.0.0.1":
+        subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True)
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((address, 5555))
+    server.listen(backlog)
+    return server
 
 
 def range_size(text: str) -> int:
@@ -85,16 +100,9 @@ REUSE = Path("/proc/sys/net/ipv4/tcp_tw_reuse")
 def steady(ports: int, rate: float, seconds: float, reuse: str, address: str) -> str:
     """Inside a namespace of its own: `rate` connections a second for `seconds` to a listener on `address`, each
     closed by the client first; then the TIME_WAIT ports and how many `bind(("", 0))` listeners can open."""
-    RANGE.write_text(f"{LOW} {LOW + ports - 1}")
     REUSE.write_text(reuse)
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    if address != "127.0.0.1":
-        subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True)
     made, refused = 0, Counter()
-    with socket.socket() as server:
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind((address, 5555))
-        server.listen(4096)
+    with namespace_listener(ports, address, 4096) as server:
         start, total = time.monotonic(), int(rate * seconds)
         for i in range(total):
             time.sleep(max(0.0, start + i / rate - time.monotonic()))
@@ -104,9 +112,8 @@ def steady(ports: int, rate: float, seconds: float, reuse: str, address: str) ->
                 refused[errno.errorcode[exc.errno]] += 1
                 continue
             made += 1
-        out = subprocess.run(["ss", "-Htan", "state", "time-wait"], capture_output=True, text=True,
-                             check=True).stdout.splitlines()
-        held = {int(line.split()[2].rsplit(":", 1)[1]) for line in out}
+        waiting = time_wait_ports()
+        held = set(waiting)
         listeners = []
         try:
             while len(listeners) < ports:
@@ -120,7 +127,7 @@ def steady(ports: int, rate: float, seconds: float, reuse: str, address: str) ->
             sock.close()
     failed = ", ".join(f"{n} {name}" for name, n in refused.items()) or "none"
     return (f"tcp_tw_reuse={reuse} to {address}: {made} of {total} connections made ({rate:g}/s for {seconds:g} s), "
-            f"refused: {failed}; TIME_WAIT sockets {len(out)} on {len(held)} ports "
+            f"refused: {failed}; TIME_WAIT sockets {len(waiting)} on {len(held)} ports "
             f"({sum(1 for p in held if p % 2 == 0)} even, {sum(p % 2 for p in held)} odd); "
             f"bind(('', 0)) afterwards: {opened} listeners of {ports} ports")
 
@@ -163,13 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.inside:
         return in_namespace("--ports", str(args.ports), "--inside")
-    RANGE.write_text(f"{LOW} {LOW + args.ports - 1}")
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    print(f"ephemeral range in this namespace: {RANGE.read_text().split()}")
-    with socket.socket() as server:
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", 5555))
-        server.listen(1024)
+    with namespace_listener(args.ports, "127.0.0.1", 1024) as server:
+        print(f"ephemeral range in this namespace: {RANGE.read_text().split()}")
         print(f"bind(('', 0)) before: {bind_port_zero()}")
         made = 0
         for _ in range(args.ports):
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"connect() refused after {made}: {exc}")
                 break
             made += 1
-        print(f"connections made and closed by the client: {made}; TIME_WAIT sockets: {time_wait_sockets()}")
+        print(f"connections made and closed by the client: {made}; TIME_WAIT sockets: {len(time_wait_ports())}")
         print(f"bind(('', 0)) after: {bind_port_zero()}")
     return 0
 

@@ -5,6 +5,7 @@ log-probs equal the plain path's; each mode says what it ran; a missing source f
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from pathlib import Path
@@ -16,10 +17,16 @@ SCRIPT = REPO / "benchmarks" / "gpu" / "update_microbatch.py"
 
 
 def verl_file(python: Path, relative: str) -> Path:
+    return verl_dir(python) / relative
+
+
+@functools.cache
+def verl_dir(python: Path) -> Path:
+    """Where that interpreter's verl package lives (found once, not imported)."""
     out = subprocess.run([str(python), "-c", "import importlib.util as u; "
                           "print(u.find_spec('verl').submodule_search_locations[0])"],
                          capture_output=True, text=True, check=True, timeout=120).stdout.strip()
-    return Path(out) / relative
+    return Path(out)
 
 
 def run(python: Path, *extra: str) -> subprocess.CompletedProcess:
