@@ -61,6 +61,8 @@ def main() -> int:
     parser.add_argument("--no-checkpointing", action="store_true", help="no gradient checkpointing")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.reps < 1:
+        parser.error(f"--reps {args.reps}: must be at least 1")
     for given in filter(None, (args.verl_source, args.fused_source)):
         if not given.is_file():
             parser.error(f"{given}: no such file (a verl source file, e.g. verl/utils/torch_functional.py)")

@@ -61,3 +61,8 @@ def test_a_missing_source_file_is_refused_by_name(verl_python, tmp_path):
     missing = tmp_path / "torch_functional.py"
     done = run(verl_python("0.9.1"), "--fused-source", str(missing))
     assert done.returncode == 2 and f"{missing}: no such file" in done.stderr, done.stderr
+
+
+def test_no_repetitions_is_refused_by_name(verl_python):
+    done = run(verl_python("0.9.1"), "--reps", "0")  # the later --reps wins over run()'s own
+    assert done.returncode == 2 and "--reps 0: must be at least 1" in done.stderr, done.stderr
